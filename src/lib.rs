@@ -1,0 +1,2 @@
+//! strata: a layer-aware MCP gateway sidecar.
+pub mod classify;

@@ -1,0 +1,410 @@
+//! What the JSON scanner keeps of a message: a fixed-size [`Envelope`] of the few fields that
+//! classification needs, never the message itself.
+//!
+//! Limits (each a named constant; overflow never fails the forward):
+//! - [`MAX_ID_BYTES`]: a longer id keeps its first bytes plus a hash of all of them, so ids
+//!   still compare exactly in practice (64-bit FNV-1a over the whole decoded value).
+//! - [`MAX_NAME_BYTES`]: method and tool names longer than this are truncated (labels are
+//!   capped anyway).
+//! - [`MAX_KEY_BYTES`]: object keys longer than this are never keys of interest.
+
+/// Bytes of an id kept verbatim (decoded, for strings; the token text, for numbers).
+pub const MAX_ID_BYTES: usize = 256;
+/// Bytes kept of `method`, `params.name`, and `error.message`.
+pub const MAX_NAME_BYTES: usize = 128;
+/// Bytes kept of short tokens: `jsonrpc`, `resultType`, a protocol version, an error code.
+pub const MAX_SHORT_BYTES: usize = 32;
+/// Longest key that can be a key of interest ("io.modelcontextprotocol/clientCapabilities").
+pub const MAX_KEY_BYTES: usize = 48;
+
+/// The JSON type of a captured value, or its absence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Absent,
+    Null,
+    True,
+    False,
+    Number,
+    String,
+    Object,
+    Array,
+}
+
+/// A captured value: its kind, and for strings (decoded) and numbers (token text) the first
+/// `N` bytes, the total length and a hash of all of it.
+#[derive(Clone, Debug)]
+pub struct Captured<const N: usize> {
+    pub kind: Kind,
+    buf: [u8; N],
+    len: usize,
+    total: usize,
+    hash: u64,
+}
+
+/// The classification-relevant facts of one JSON-RPC message (a top-level object, or one
+/// element of a batch). Fields are "last key wins", as in serde_json and `JSON.parse`.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    /// The message's own JSON type: anything but `Object` is an invalid envelope.
+    pub shape: Kind,
+    pub jsonrpc: Captured<MAX_SHORT_BYTES>,
+    pub id: Captured<MAX_ID_BYTES>,
+    pub method: Captured<MAX_NAME_BYTES>,
+    pub result: Kind,
+    pub result_type: Captured<MAX_SHORT_BYTES>,
+    pub is_error: Kind,
+    pub content: Kind,
+    /// `result.task` (2025-11-25 `CreateTaskResult`).
+    pub result_task: Kind,
+    pub error: Kind,
+    pub error_code: Captured<MAX_SHORT_BYTES>,
+    pub error_message: Captured<MAX_NAME_BYTES>,
+    pub params: Kind,
+    /// `params.name`: the tool name of a tools/call (also prompts/get).
+    pub tool_name: Captured<MAX_NAME_BYTES>,
+    /// `params.task`: a 2025-11-25 task-augmented request.
+    pub params_task: Kind,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28).
+    pub protocol_version: Captured<MAX_SHORT_BYTES>,
+    /// `params._meta["io.modelcontextprotocol/clientCapabilities"].extensions
+    /// ["io.modelcontextprotocol/tasks"]`: the client declared the Tasks extension.
+    pub tasks_extension: Kind,
+}
+
+/// Keys the scanner recognises on the paths it follows. Everything else is `Other`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Key {
+    #[default]
+    Other,
+    Jsonrpc,
+    Id,
+    Method,
+    Result,
+    Error,
+    Params,
+    ResultType,
+    IsError,
+    Content,
+    Task,
+    Code,
+    Message,
+    Name,
+    Meta,
+    ProtocolVersion,
+    ClientCapabilities,
+    Extensions,
+    TasksExtension,
+}
+
+/// Where a value inside an envelope goes, given the keys on its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    Jsonrpc,
+    Id,
+    Method,
+    Result,
+    Error,
+    Params,
+    ResultType,
+    IsError,
+    Content,
+    ResultTask,
+    Code,
+    Message,
+    ToolName,
+    ParamsTask,
+    Meta,
+    ProtocolVersion,
+    ClientCapabilities,
+    Extensions,
+    TasksExtension,
+}
+
+/// How deep (relative to the envelope) keys are ever of interest.
+pub(crate) const TRACKED_LEVELS: usize = 5;
+
+// === impl Captured ===
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+impl<const N: usize> Captured<N> {
+    pub const fn new() -> Self {
+        Self {
+            kind: Kind::Absent,
+            buf: [0; N],
+            len: 0,
+            total: 0,
+            hash: FNV_OFFSET,
+        }
+    }
+
+    pub(crate) fn start(&mut self, kind: Kind) {
+        self.kind = kind;
+        self.len = 0;
+        self.total = 0;
+        self.hash = FNV_OFFSET;
+    }
+
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let room = N - self.len;
+        let take = room.min(bytes.len());
+        self.buf[self.len..self.len + take].copy_from_slice(&bytes[..take]);
+        self.len += take;
+        self.total += bytes.len();
+        for &b in bytes {
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+        }
+    }
+
+    /// The captured bytes (the first `N` of them).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The captured text, when it is whole (not truncated). Strings are decoded and valid UTF-8.
+    pub fn text(&self) -> Option<&str> {
+        if self.truncated() {
+            return None;
+        }
+        std::str::from_utf8(self.bytes()).ok()
+    }
+
+    /// The captured text, cut at the cap (lossy at a split character).
+    pub fn text_lossy(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.bytes())
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.total > self.len
+    }
+
+    /// Full length of the value (decoded bytes for strings).
+    pub fn total_len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_string(&self, s: &str) -> bool {
+        self.kind == Kind::String && !self.truncated() && self.bytes() == s.as_bytes()
+    }
+
+    /// Same kind and same bytes (whole, or by length and hash past the cap).
+    pub fn same_bytes<const M: usize>(&self, other: &Captured<M>) -> bool {
+        self.kind == other.kind
+            && self.total == other.total
+            && self.hash == other.hash
+            && (self.bytes().starts_with(other.bytes()) || other.bytes().starts_with(self.bytes()))
+    }
+
+    /// The value as an i64 when it is an integer in serde_json's sense: a number token with
+    /// no fraction or exponent that fits in i64. (`-0` is not one: serde_json reads it as
+    /// the float -0.0.)
+    pub fn as_i64(&self) -> Option<i64> {
+        if self.kind != Kind::Number || self.truncated() {
+            return None;
+        }
+        let text = std::str::from_utf8(self.bytes()).ok()?;
+        if text == "-0" || text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+            return None;
+        }
+        text.parse::<i64>().ok()
+    }
+}
+
+impl<const N: usize> Default for Captured<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// === impl Envelope ===
+
+impl Envelope {
+    pub const fn new() -> Self {
+        Self {
+            shape: Kind::Absent,
+            jsonrpc: Captured::new(),
+            id: Captured::new(),
+            method: Captured::new(),
+            result: Kind::Absent,
+            result_type: Captured::new(),
+            is_error: Kind::Absent,
+            content: Kind::Absent,
+            result_task: Kind::Absent,
+            error: Kind::Absent,
+            error_code: Captured::new(),
+            error_message: Captured::new(),
+            params: Kind::Absent,
+            tool_name: Captured::new(),
+            params_task: Kind::Absent,
+            protocol_version: Captured::new(),
+            tasks_extension: Kind::Absent,
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        *self = Self::new();
+    }
+
+    /// A value of this slot begins: reset what an earlier duplicate key left ("last wins").
+    pub(crate) fn begin(&mut self, slot: Slot, kind: Kind) {
+        match slot {
+            Slot::Jsonrpc => self.jsonrpc.start(kind),
+            Slot::Id => self.id.start(kind),
+            Slot::Method => self.method.start(kind),
+            Slot::Result => {
+                self.result = kind;
+                self.result_type.start(Kind::Absent);
+                self.is_error = Kind::Absent;
+                self.content = Kind::Absent;
+                self.result_task = Kind::Absent;
+            }
+            Slot::Error => {
+                self.error = kind;
+                self.error_code.start(Kind::Absent);
+                self.error_message.start(Kind::Absent);
+            }
+            Slot::Params => {
+                self.params = kind;
+                self.tool_name.start(Kind::Absent);
+                self.params_task = Kind::Absent;
+                self.protocol_version.start(Kind::Absent);
+                self.tasks_extension = Kind::Absent;
+            }
+            Slot::ResultType => self.result_type.start(kind),
+            Slot::IsError => self.is_error = kind,
+            Slot::Content => self.content = kind,
+            Slot::ResultTask => self.result_task = kind,
+            Slot::Code => self.error_code.start(kind),
+            Slot::Message => self.error_message.start(kind),
+            Slot::ToolName => self.tool_name.start(kind),
+            Slot::ParamsTask => self.params_task = kind,
+            Slot::ProtocolVersion => self.protocol_version.start(kind),
+            Slot::TasksExtension => self.tasks_extension = kind,
+            // Containers on the way to a field: a duplicate `_meta` drops what the first held.
+            Slot::Meta => {
+                self.protocol_version.start(Kind::Absent);
+                self.tasks_extension = Kind::Absent;
+            }
+            Slot::ClientCapabilities | Slot::Extensions => self.tasks_extension = Kind::Absent,
+        }
+    }
+
+    /// Appends string bytes (decoded) or number token bytes to a capturing slot.
+    pub(crate) fn push(&mut self, slot: Slot, bytes: &[u8]) {
+        match slot {
+            Slot::Jsonrpc => self.jsonrpc.push(bytes),
+            Slot::Id => self.id.push(bytes),
+            Slot::Method => self.method.push(bytes),
+            Slot::ResultType => self.result_type.push(bytes),
+            Slot::Code => self.error_code.push(bytes),
+            Slot::Message => self.error_message.push(bytes),
+            Slot::ToolName => self.tool_name.push(bytes),
+            Slot::ProtocolVersion => self.protocol_version.push(bytes),
+            _ => {}
+        }
+    }
+
+    /// A message is a response when it has `result` or `error` and no `method`.
+    pub fn is_response(&self) -> bool {
+        self.method.kind == Kind::Absent
+            && (self.result != Kind::Absent || self.error != Kind::Absent)
+    }
+}
+
+impl Default for Envelope {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether a slot's string or number value is copied (others only record their kind).
+pub(crate) fn captures(slot: Slot) -> bool {
+    matches!(
+        slot,
+        Slot::Jsonrpc
+            | Slot::Id
+            | Slot::Method
+            | Slot::ResultType
+            | Slot::Code
+            | Slot::Message
+            | Slot::ToolName
+            | Slot::ProtocolVersion
+    )
+}
+
+// === impl Key ===
+
+impl Key {
+    pub(crate) fn from_bytes(key: &[u8]) -> Key {
+        match key {
+            b"jsonrpc" => Key::Jsonrpc,
+            b"id" => Key::Id,
+            b"method" => Key::Method,
+            b"result" => Key::Result,
+            b"error" => Key::Error,
+            b"params" => Key::Params,
+            b"resultType" => Key::ResultType,
+            b"isError" => Key::IsError,
+            b"content" => Key::Content,
+            b"task" => Key::Task,
+            b"code" => Key::Code,
+            b"message" => Key::Message,
+            b"name" => Key::Name,
+            b"_meta" => Key::Meta,
+            b"io.modelcontextprotocol/protocolVersion" => Key::ProtocolVersion,
+            b"io.modelcontextprotocol/clientCapabilities" => Key::ClientCapabilities,
+            b"extensions" => Key::Extensions,
+            b"io.modelcontextprotocol/tasks" => Key::TasksExtension,
+            _ => Key::Other,
+        }
+    }
+}
+
+/// The slot of a value whose path below the envelope is `path` (one key per level).
+/// `None`: the value is of no interest, and nothing below it is either.
+pub(crate) fn slot_for(path: &[Key]) -> Option<Slot> {
+    use Key as K;
+    Some(match path {
+        [K::Jsonrpc] => Slot::Jsonrpc,
+        [K::Id] => Slot::Id,
+        [K::Method] => Slot::Method,
+        [K::Result] => Slot::Result,
+        [K::Error] => Slot::Error,
+        [K::Params] => Slot::Params,
+        [K::Result, K::ResultType] => Slot::ResultType,
+        [K::Result, K::IsError] => Slot::IsError,
+        [K::Result, K::Content] => Slot::Content,
+        [K::Result, K::Task] => Slot::ResultTask,
+        [K::Error, K::Code] => Slot::Code,
+        [K::Error, K::Message] => Slot::Message,
+        [K::Params, K::Name] => Slot::ToolName,
+        [K::Params, K::Task] => Slot::ParamsTask,
+        [K::Params, K::Meta] => Slot::Meta,
+        [K::Params, K::Meta, K::ProtocolVersion] => Slot::ProtocolVersion,
+        [K::Params, K::Meta, K::ClientCapabilities] => Slot::ClientCapabilities,
+        [K::Params, K::Meta, K::ClientCapabilities, K::Extensions] => Slot::Extensions,
+        [
+            K::Params,
+            K::Meta,
+            K::ClientCapabilities,
+            K::Extensions,
+            K::TasksExtension,
+        ] => Slot::TasksExtension,
+        _ => return None,
+    })
+}
+
+/// Whether the keys of an object at this slot are worth capturing (the object leads to a slot).
+pub(crate) fn keys_matter(slot: Slot) -> bool {
+    matches!(
+        slot,
+        Slot::Result
+            | Slot::Error
+            | Slot::Params
+            | Slot::Meta
+            | Slot::ClientCapabilities
+            | Slot::Extensions
+    )
+}

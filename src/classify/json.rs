@@ -1,0 +1,715 @@
+//! A push-fed, validating JSON scanner (RFC 8259) that keeps only an [`Envelope`] per message.
+//!
+//! Chunks may split the input anywhere: inside a string, an escape, a number, a literal or a
+//! multi-byte UTF-8 character. The scanner validates the whole document, so MALFORMED_JSON is
+//! exact, and it never holds the body: its state is a fixed-size struct.
+//!
+//! Validity is serde_json's (the oracle in `tests/`): strict RFC 8259 grammar, UTF-8 text,
+//! no raw control characters in strings, no lone UTF-16 surrogates in `\u` escapes (I-JSON,
+//! RFC 7493 §2.1), no byte-order mark, and at most [`MAX_DEPTH`] nested containers.
+//!
+//! Limits and what happens on overflow:
+//! - [`MAX_DEPTH`] open containers: one more is [`Malformed::DepthLimit`] — serde_json (and so
+//!   every Rust client on it) rejects such a document too.
+//! - Captures are capped (see `capture.rs`); past the cap a capture is truncated, never an error.
+//!
+//! A top-level array is a batch (2025-03-26): each element is one message.
+
+use memchr::memchr2;
+
+use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS};
+
+/// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
+pub const MAX_DEPTH: usize = 127;
+
+/// Why a document is not valid JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// A byte the grammar does not allow here.
+    Syntax,
+    /// A string (or the document) is not valid UTF-8.
+    Utf8,
+    /// A raw control character (U+0000–U+001F) inside a string.
+    ControlCharacter,
+    /// A `\u` escape of a lone UTF-16 surrogate.
+    LoneSurrogate,
+    /// More than [`MAX_DEPTH`] nested containers.
+    DepthLimit,
+    /// Something other than whitespace after the top-level value.
+    TrailingData,
+    /// The input ended inside the value.
+    Truncated,
+    /// No value at all (empty or only whitespace).
+    Empty,
+}
+
+/// Receives each message as its closing byte is scanned. The document may still turn out
+/// malformed afterwards (see [`JsonScanner::finish`]); the caller treats messages as tentative
+/// until then.
+pub trait MessageSink {
+    fn message(&mut self, envelope: &Envelope);
+}
+
+impl<F: FnMut(&Envelope)> MessageSink for F {
+    fn message(&mut self, envelope: &Envelope) {
+        self(envelope)
+    }
+}
+
+/// What a finished, valid document was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Document {
+    /// The top level was an array (a JSON-RPC batch).
+    pub batch: bool,
+    /// Messages delivered to the sink (batch elements, or 1).
+    pub messages: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Expecting a value; `close` allows `]` (just after `[`).
+    Value {
+        close: bool,
+    },
+    /// Expecting a key; `close` allows `}` (just after `{`).
+    Key {
+        close: bool,
+    },
+    Colon,
+    /// After a value inside a container: `,` or the closing bracket.
+    AfterValue,
+    /// The top-level value is complete: only whitespace may follow.
+    End,
+    Str,
+    Escape,
+    Hex {
+        n: u8,
+        cp: u32,
+    },
+    /// After a high surrogate escape: expecting `\`, then `u`, then four hex digits.
+    LowBackslash {
+        hi: u32,
+    },
+    LowU {
+        hi: u32,
+    },
+    LowHex {
+        hi: u32,
+        n: u8,
+        cp: u32,
+    },
+    Number(Num),
+    Literal {
+        word: &'static [u8],
+        pos: u8,
+    },
+    Failed(Malformed),
+}
+
+/// Where the bytes of the current string or number go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    None,
+    Key,
+    Slot(Slot),
+}
+
+/// The scanner. About 1.2 KiB, all inline; no allocation, ever.
+pub struct JsonScanner {
+    state: State,
+    /// Bit i set: the container at depth i+1 is an object.
+    stack: [u64; 2],
+    depth: usize,
+    started: bool,
+    batch: bool,
+    /// Depth of an envelope's members (1 for a single message, 2 inside a batch).
+    env_level: usize,
+    messages: u32,
+    envelope: Envelope,
+    /// Keys on the path below the envelope, one per level.
+    path: [Key; TRACKED_LEVELS],
+    /// Whether the keys of the object open at each level below the envelope matter.
+    keys_live: [bool; TRACKED_LEVELS],
+    dest: Dest,
+    /// The string being scanned is an object key.
+    in_key: bool,
+    key: [u8; MAX_KEY_BYTES],
+    key_len: usize,
+    key_overflow: bool,
+    /// An unfinished UTF-8 sequence at a chunk's end.
+    utf8: [u8; 4],
+    utf8_len: usize,
+}
+
+// === impl JsonScanner ===
+
+impl Default for JsonScanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JsonScanner {
+    pub fn new() -> Self {
+        Self {
+            state: State::Value { close: false },
+            stack: [0; 2],
+            depth: 0,
+            started: false,
+            batch: false,
+            env_level: 1,
+            messages: 0,
+            envelope: Envelope::new(),
+            path: [Key::Other; TRACKED_LEVELS],
+            keys_live: [false; TRACKED_LEVELS],
+            dest: Dest::None,
+            in_key: false,
+            key: [0; MAX_KEY_BYTES],
+            key_len: 0,
+            key_overflow: false,
+            utf8: [0; 4],
+            utf8_len: 0,
+        }
+    }
+
+    /// Makes the scanner ready for a new document (SSE: the next event).
+    pub fn reset(&mut self) {
+        self.state = State::Value { close: false };
+        self.depth = 0;
+        self.started = false;
+        self.batch = false;
+        self.env_level = 1;
+        self.messages = 0;
+        self.dest = Dest::None;
+        self.in_key = false;
+        self.utf8_len = 0;
+    }
+
+    /// True once the input can no longer be valid JSON.
+    pub fn failed(&self) -> Option<Malformed> {
+        match self.state {
+            State::Failed(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// True once any non-whitespace byte was seen.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Scans one chunk. After a failure the rest of the input is ignored.
+    pub fn feed<S: MessageSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) {
+        if self.failed().is_some() {
+            return;
+        }
+        if let Err(why) = self.scan(chunk, sink) {
+            self.state = State::Failed(why);
+        }
+    }
+
+    /// The input ended: the document's verdict.
+    pub fn finish<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<Document, Malformed> {
+        if let State::Number(num) = self.state {
+            // A top-level number ends at end of input.
+            if let Err(why) = self.end_number(num, sink) {
+                self.state = State::Failed(why);
+            }
+        }
+        match self.state {
+            State::End => Ok(Document {
+                batch: self.batch,
+                messages: self.messages,
+            }),
+            State::Failed(why) => Err(why),
+            State::Value { .. } if !self.started => Err(Malformed::Empty),
+            _ => Err(Malformed::Truncated),
+        }
+    }
+
+    fn scan<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Result<(), Malformed> {
+        let mut i = 0;
+        let len = chunk.len();
+        while i < len {
+            match self.state {
+                State::Str => {
+                    let rest = &chunk[i..];
+                    match memchr2(b'"', b'\\', rest) {
+                        None => {
+                            self.string_bytes(rest)?;
+                            i = len;
+                        }
+                        Some(p) => {
+                            self.string_bytes(&rest[..p])?;
+                            if self.utf8_len != 0 {
+                                return Err(Malformed::Utf8);
+                            }
+                            if rest[p] == b'"' {
+                                self.end_string(sink)?;
+                            } else {
+                                self.state = State::Escape;
+                            }
+                            i += p + 1;
+                        }
+                    }
+                }
+                State::Number(num) => {
+                    let start = i;
+                    let mut num = num;
+                    while i < len {
+                        match next_num(num, chunk[i]) {
+                            Some(next) => {
+                                num = next;
+                                i += 1;
+                            }
+                            None => break,
+                        }
+                    }
+                    if let Dest::Slot(slot) = self.dest {
+                        self.envelope.push(slot, &chunk[start..i]);
+                    }
+                    if i < len {
+                        // The byte at `i` ends the number; it is scanned again in the next state.
+                        self.end_number(num, sink)?;
+                    } else {
+                        self.state = State::Number(num);
+                    }
+                }
+                _ => {
+                    let b = chunk[i];
+                    i += 1;
+                    self.structural(b, sink)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One byte outside strings and numbers.
+    fn structural<S: MessageSink + ?Sized>(
+        &mut self,
+        b: u8,
+        sink: &mut S,
+    ) -> Result<(), Malformed> {
+        match self.state {
+            State::Value { close } => match b {
+                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
+                b']' if close => self.close(sink),
+                _ => self.begin_value(b),
+            },
+            State::Key { close } => match b {
+                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
+                b'"' => {
+                    self.key_len = 0;
+                    self.key_overflow = false;
+                    self.in_key = true;
+                    let rel = self.depth - self.env_level;
+                    self.dest = if self.depth >= self.env_level
+                        && rel < TRACKED_LEVELS
+                        && self.keys_live[rel]
+                    {
+                        Dest::Key
+                    } else {
+                        Dest::None
+                    };
+                    self.state = State::Str;
+                    Ok(())
+                }
+                b'}' if close => self.close(sink),
+                _ => Err(Malformed::Syntax),
+            },
+            State::Colon => match b {
+                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
+                b':' => {
+                    self.state = State::Value { close: false };
+                    Ok(())
+                }
+                _ => Err(Malformed::Syntax),
+            },
+            State::AfterValue => match b {
+                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
+                b',' => {
+                    self.state = if self.top_is_object() {
+                        State::Key { close: false }
+                    } else {
+                        State::Value { close: false }
+                    };
+                    Ok(())
+                }
+                b'}' if self.top_is_object() => self.close(sink),
+                b']' if !self.top_is_object() => self.close(sink),
+                _ => Err(Malformed::Syntax),
+            },
+            State::End => match b {
+                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
+                _ => Err(Malformed::TrailingData),
+            },
+            State::Escape => self.escape(b),
+            State::Hex { n, cp } => {
+                let cp = (cp << 4) | hex(b)?;
+                if n < 3 {
+                    self.state = State::Hex { n: n + 1, cp };
+                    return Ok(());
+                }
+                match cp {
+                    0xD800..=0xDBFF => {
+                        self.state = State::LowBackslash { hi: cp };
+                        Ok(())
+                    }
+                    0xDC00..=0xDFFF => Err(Malformed::LoneSurrogate),
+                    _ => self.push_char(cp),
+                }
+            }
+            State::LowBackslash { hi } => match b {
+                b'\\' => {
+                    self.state = State::LowU { hi };
+                    Ok(())
+                }
+                _ => Err(Malformed::LoneSurrogate),
+            },
+            State::LowU { hi } => match b {
+                b'u' => {
+                    self.state = State::LowHex { hi, n: 0, cp: 0 };
+                    Ok(())
+                }
+                _ => Err(Malformed::LoneSurrogate),
+            },
+            State::LowHex { hi, n, cp } => {
+                let cp = (cp << 4) | hex(b)?;
+                if n < 3 {
+                    self.state = State::LowHex { hi, n: n + 1, cp };
+                    return Ok(());
+                }
+                if !(0xDC00..=0xDFFF).contains(&cp) {
+                    return Err(Malformed::LoneSurrogate);
+                }
+                self.push_char(0x10000 + ((hi - 0xD800) << 10) + (cp - 0xDC00))
+            }
+            State::Literal { word, pos } => {
+                let pos = usize::from(pos);
+                if word.get(pos) != Some(&b) {
+                    return Err(Malformed::Syntax);
+                }
+                if pos + 1 == word.len() {
+                    self.end_value(sink);
+                } else {
+                    self.state = State::Literal {
+                        word,
+                        pos: (pos + 1) as u8,
+                    };
+                }
+                Ok(())
+            }
+            // Handled in `scan`; a failed scanner is never fed.
+            State::Str | State::Number(_) | State::Failed(_) => Err(Malformed::Syntax),
+        }
+    }
+
+    fn begin_value(&mut self, b: u8) -> Result<(), Malformed> {
+        let kind = match b {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b'-' | b'0'..=b'9' => Kind::Number,
+            b't' => Kind::True,
+            b'f' => Kind::False,
+            b'n' => Kind::Null,
+            _ => return Err(Malformed::Syntax),
+        };
+        self.started = true;
+        let mut slot = None;
+        if self.depth == 0 {
+            // The document itself: a message, or a batch of them.
+            self.batch = kind == Kind::Array;
+            self.env_level = if self.batch { 2 } else { 1 };
+            if !self.batch {
+                self.begin_message(kind);
+            }
+        } else if self.batch && self.depth == 1 {
+            self.begin_message(kind);
+        } else if self.depth >= self.env_level && self.top_is_object() {
+            let rel = self.depth - self.env_level;
+            if rel < TRACKED_LEVELS && self.keys_live[rel] {
+                slot = capture::slot_for(&self.path[..=rel]);
+                if let Some(slot) = slot {
+                    self.envelope.begin(slot, kind);
+                }
+            }
+        }
+        self.dest = match slot {
+            Some(slot) if capture::captures(slot) => Dest::Slot(slot),
+            _ => Dest::None,
+        };
+        match b {
+            b'{' | b'[' => {
+                if self.depth == MAX_DEPTH {
+                    return Err(Malformed::DepthLimit);
+                }
+                let object = b == b'{';
+                let (word, bit) = (self.depth / 64, self.depth % 64);
+                if object {
+                    self.stack[word] |= 1 << bit;
+                } else {
+                    self.stack[word] &= !(1 << bit);
+                }
+                self.depth += 1;
+                if object && self.depth >= self.env_level {
+                    let rel = self.depth - self.env_level;
+                    if rel < TRACKED_LEVELS {
+                        self.keys_live[rel] = rel == 0 || slot.is_some_and(capture::keys_matter);
+                    }
+                }
+                self.state = if object {
+                    State::Key { close: true }
+                } else {
+                    State::Value { close: true }
+                };
+            }
+            b'"' => self.state = State::Str,
+            b'-' => self.state = State::Number(Num::Minus),
+            b'0' => self.state = State::Number(Num::Zero),
+            b'1'..=b'9' => self.state = State::Number(Num::Int),
+            b't' => self.state = literal(b"true"),
+            b'f' => self.state = literal(b"false"),
+            _ => self.state = literal(b"null"),
+        }
+        if let (Dest::Slot(slot), Kind::Number) = (self.dest, kind) {
+            self.envelope.push(slot, &[b]);
+        }
+        Ok(())
+    }
+
+    fn begin_message(&mut self, kind: Kind) {
+        self.envelope.reset();
+        self.envelope.shape = kind;
+    }
+
+    fn close<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
+        self.depth -= 1;
+        self.end_value(sink);
+        Ok(())
+    }
+
+    /// A value just ended at the current depth.
+    fn end_value<S: MessageSink + ?Sized>(&mut self, sink: &mut S) {
+        self.dest = Dest::None;
+        let message_ended = if self.batch {
+            self.depth == 1
+        } else {
+            self.depth == 0
+        };
+        if message_ended {
+            self.messages += 1;
+            sink.message(&self.envelope);
+        }
+        self.state = if self.depth == 0 {
+            State::End
+        } else {
+            State::AfterValue
+        };
+    }
+
+    fn end_number<S: MessageSink + ?Sized>(
+        &mut self,
+        num: Num,
+        sink: &mut S,
+    ) -> Result<(), Malformed> {
+        match num {
+            Num::Zero | Num::Int | Num::Frac | Num::ExpDigits => {
+                self.end_value(sink);
+                Ok(())
+            }
+            _ => Err(Malformed::Syntax),
+        }
+    }
+
+    fn end_string<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
+        if !self.in_key {
+            self.end_value(sink);
+            return Ok(());
+        }
+        self.in_key = false;
+        if self.dest == Dest::Key {
+            let rel = self.depth - self.env_level;
+            if let Some(key) = self.path.get_mut(rel) {
+                *key = if self.key_overflow {
+                    Key::Other
+                } else {
+                    Key::from_bytes(&self.key[..self.key_len])
+                };
+            }
+        }
+        self.dest = Dest::None;
+        self.state = State::Colon;
+        Ok(())
+    }
+
+    fn top_is_object(&self) -> bool {
+        let d = self.depth - 1;
+        self.depth > 0 && self.stack[d / 64] & (1 << (d % 64)) != 0
+    }
+
+    fn escape(&mut self, b: u8) -> Result<(), Malformed> {
+        let decoded = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                self.state = State::Hex { n: 0, cp: 0 };
+                return Ok(());
+            }
+            _ => return Err(Malformed::Syntax),
+        };
+        self.capture(&[decoded]);
+        self.state = State::Str;
+        Ok(())
+    }
+
+    fn push_char(&mut self, cp: u32) -> Result<(), Malformed> {
+        let c = char::from_u32(cp).ok_or(Malformed::LoneSurrogate)?;
+        let mut buf = [0; 4];
+        self.capture(c.encode_utf8(&mut buf).as_bytes());
+        self.state = State::Str;
+        Ok(())
+    }
+
+    /// Raw string bytes between quotes and escapes: validated, captured when wanted.
+    #[inline]
+    fn string_bytes(&mut self, seg: &[u8]) -> Result<(), Malformed> {
+        if seg.is_empty() {
+            return Ok(());
+        }
+        let (control, high) = scan_flags(seg);
+        if control {
+            return Err(Malformed::ControlCharacter);
+        }
+        if high || self.utf8_len != 0 {
+            self.check_utf8(seg)?;
+        }
+        self.capture(seg);
+        Ok(())
+    }
+
+    #[inline]
+    fn capture(&mut self, bytes: &[u8]) {
+        match self.dest {
+            Dest::None => {}
+            Dest::Key => {
+                let room = MAX_KEY_BYTES - self.key_len;
+                if bytes.len() > room {
+                    self.key_overflow = true;
+                } else {
+                    self.key[self.key_len..self.key_len + bytes.len()].copy_from_slice(bytes);
+                    self.key_len += bytes.len();
+                }
+            }
+            Dest::Slot(slot) => self.envelope.push(slot, bytes),
+        }
+    }
+
+    /// Validates UTF-8 across chunk boundaries: an incomplete sequence at the end of `seg` is
+    /// kept (at most 3 bytes) and completed by the next segment.
+    fn check_utf8(&mut self, mut seg: &[u8]) -> Result<(), Malformed> {
+        if self.utf8_len != 0 {
+            let need = utf8_width(self.utf8[0]);
+            while self.utf8_len < need && !seg.is_empty() {
+                self.utf8[self.utf8_len] = seg[0];
+                self.utf8_len += 1;
+                seg = &seg[1..];
+            }
+            match std::str::from_utf8(&self.utf8[..self.utf8_len]) {
+                Ok(_) => self.utf8_len = 0,
+                Err(e) if e.error_len().is_none() => return Ok(()),
+                Err(_) => return Err(Malformed::Utf8),
+            }
+        }
+        match std::str::from_utf8(seg) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                let tail = &seg[e.valid_up_to()..];
+                self.utf8[..tail.len()].copy_from_slice(tail);
+                self.utf8_len = tail.len();
+                Ok(())
+            }
+            Err(_) => Err(Malformed::Utf8),
+        }
+    }
+}
+
+fn literal(word: &'static [u8]) -> State {
+    State::Literal { word, pos: 1 }
+}
+
+fn hex(b: u8) -> Result<u32, Malformed> {
+    match b {
+        b'0'..=b'9' => Ok(u32::from(b - b'0')),
+        b'a'..=b'f' => Ok(u32::from(b - b'a' + 10)),
+        b'A'..=b'F' => Ok(u32::from(b - b'A' + 10)),
+        _ => Err(Malformed::Syntax),
+    }
+}
+
+/// The length of the UTF-8 sequence a lead byte starts (1 for anything invalid, which then
+/// fails validation).
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => 1,
+    }
+}
+
+/// The next number state, or `None` when `b` does not continue the number.
+#[inline]
+fn next_num(num: Num, b: u8) -> Option<Num> {
+    Some(match (num, b) {
+        (Num::Minus, b'0') => Num::Zero,
+        (Num::Minus, b'1'..=b'9') => Num::Int,
+        (Num::Int, b'0'..=b'9') => Num::Int,
+        (Num::Zero | Num::Int, b'.') => Num::Dot,
+        (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Num::Exp,
+        (Num::Dot | Num::Frac, b'0'..=b'9') => Num::Frac,
+        (Num::Exp, b'+' | b'-') => Num::ExpSign,
+        (Num::Exp | Num::ExpSign | Num::ExpDigits, b'0'..=b'9') => Num::ExpDigits,
+        // A digit after a leading zero, or a sign or dot out of place: not a continuation,
+        // so the byte is scanned as the next token and fails there.
+        _ => return None,
+    })
+}
+
+/// (any control byte, any non-ASCII byte) — written as a branch-free fold so it vectorises.
+#[inline]
+fn scan_flags(seg: &[u8]) -> (bool, bool) {
+    let mut control = 0u8;
+    let mut high = 0u8;
+    for &b in seg {
+        control |= u8::from(b < 0x20);
+        high |= b & 0x80;
+    }
+    (control != 0, high != 0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,168 @@
+use super::*;
+
+/// Scans `input` split every `step` bytes; returns the messages and the verdict.
+fn scan(input: &[u8], step: usize) -> (Vec<Envelope>, Result<Document, Malformed>) {
+    let mut scanner = JsonScanner::new();
+    let mut out = Vec::new();
+    let mut sink = |e: &Envelope| out.push(e.clone());
+    for chunk in input.chunks(step.max(1)) {
+        scanner.feed(chunk, &mut sink);
+    }
+    let verdict = scanner.finish(&mut sink);
+    (out, verdict)
+}
+
+fn every_split(input: &[u8]) -> (Vec<Envelope>, Result<Document, Malformed>) {
+    let whole = scan(input, input.len().max(1));
+    for step in 1..input.len().min(9) {
+        let split = scan(input, step);
+        assert_eq!(split.1, whole.1, "verdict differs at step {step}");
+        assert_eq!(split.0.len(), whole.0.len());
+        for (a, b) in split.0.iter().zip(&whole.0) {
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "capture differs at step {step}"
+            );
+        }
+    }
+    whole
+}
+
+#[test]
+fn captures_a_tool_result() {
+    let body = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}],"isError":true,"resultType":"complete"}}"#;
+    let (msgs, verdict) = every_split(body);
+    assert_eq!(
+        verdict,
+        Ok(Document {
+            batch: false,
+            messages: 1
+        })
+    );
+    let e = &msgs[0];
+    assert!(e.jsonrpc.is_string("2.0"));
+    assert_eq!(e.id.kind, Kind::Number);
+    assert_eq!(e.id.bytes(), b"7");
+    assert_eq!(e.result, Kind::Object);
+    assert_eq!(e.content, Kind::Array);
+    assert_eq!(e.is_error, Kind::True);
+    assert!(e.result_type.is_string("complete"));
+    assert_eq!(e.error, Kind::Absent);
+}
+
+#[test]
+fn captures_an_error() {
+    let (msgs, verdict) = every_split(
+        br#" {"error":{"message":"bad \"x\"","code":-32602},"id":"a\u0062","jsonrpc":"2.0"} "#,
+    );
+    assert!(verdict.is_ok());
+    let e = &msgs[0];
+    assert_eq!(e.error, Kind::Object);
+    assert_eq!(e.error_code.as_i64(), Some(-32602));
+    assert_eq!(e.error_message.text(), Some("bad \"x\""));
+    assert_eq!(e.id.text(), Some("ab"));
+}
+
+#[test]
+fn captures_request_fields() {
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w\u00e9b","arguments":{"name":"nope","params":{"name":"deeper"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#;
+    let (msgs, _) = every_split(body);
+    let e = &msgs[0];
+    assert_eq!(e.method.text(), Some("tools/call"));
+    assert_eq!(e.tool_name.text(), Some("wéb"));
+    assert_eq!(e.protocol_version.text(), Some("2026-07-28"));
+    assert_eq!(e.tasks_extension, Kind::Object);
+}
+
+#[test]
+fn last_duplicate_key_wins() {
+    let (msgs, _) = every_split(br#"{"result":{"isError":true},"result":5,"id":1,"id":"x"}"#);
+    assert_eq!(msgs[0].result, Kind::Number);
+    assert_eq!(msgs[0].is_error, Kind::Absent);
+    assert_eq!(msgs[0].id.text(), Some("x"));
+}
+
+#[test]
+fn batch_yields_one_message_per_element() {
+    let (msgs, verdict) =
+        every_split(br#"[{"id":1,"result":{}},{"id":2,"error":{"code":1,"message":"m"}},3,[]]"#);
+    assert_eq!(
+        verdict,
+        Ok(Document {
+            batch: true,
+            messages: 4
+        })
+    );
+    assert_eq!(msgs[0].id.bytes(), b"1");
+    assert_eq!(msgs[1].error, Kind::Object);
+    assert_eq!(msgs[2].shape, Kind::Number);
+    assert_eq!(msgs[3].shape, Kind::Array);
+}
+
+#[test]
+fn surrogate_pairs_decode() {
+    let (msgs, verdict) = every_split(br#"{"id":"\ud83d\ude00 \u00e9\u4e2d"}"#);
+    assert!(verdict.is_ok());
+    assert_eq!(msgs[0].id.text(), Some("😀 é中"));
+}
+
+#[test]
+fn malformed_inputs() {
+    let cases: &[(&[u8], Malformed)] = &[
+        (b"", Malformed::Empty),
+        (b"  ", Malformed::Empty),
+        (b"{", Malformed::Truncated),
+        (b"{ not valid json", Malformed::Syntax),
+        (b"{}x", Malformed::TrailingData),
+        (b"{}\n{}", Malformed::TrailingData),
+        (b"01", Malformed::TrailingData),
+        (b"[01]", Malformed::Syntax),
+        (b"1.", Malformed::Syntax),
+        (b"-", Malformed::Syntax),
+        (b"[1,]", Malformed::Syntax),
+        (b"{\"a\":1,}", Malformed::Syntax),
+        (b"\"a\x01\"", Malformed::ControlCharacter),
+        (b"\"\xff\"", Malformed::Utf8),
+        (b"\"\xe2\x82\"", Malformed::Utf8),
+        (br#""\ud800""#, Malformed::LoneSurrogate),
+        (br#""\udc00""#, Malformed::LoneSurrogate),
+        (br#""\ud800\u0041""#, Malformed::LoneSurrogate),
+        (br#""\x""#, Malformed::Syntax),
+        (b"tru", Malformed::Truncated),
+        (b"trux", Malformed::Syntax),
+        (b"\xef\xbb\xbf{}", Malformed::Syntax),
+        (b"{\"a\" 1}", Malformed::Syntax),
+        (b"[}", Malformed::Syntax),
+    ];
+    for (input, want) in cases {
+        let (_, verdict) = every_split(input);
+        assert_eq!(
+            verdict,
+            Err(*want),
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}
+
+#[test]
+fn depth_at_and_past_the_limit() {
+    let at = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+    assert!(scan(at.as_bytes(), 7).1.is_ok());
+    let past = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+    assert_eq!(scan(past.as_bytes(), 7).1, Err(Malformed::DepthLimit));
+}
+
+#[test]
+fn long_id_is_truncated_but_comparable() {
+    let long = "x".repeat(1000);
+    let body = format!(r#"{{"id":"{long}"}}"#);
+    let (a, _) = scan(body.as_bytes(), 13);
+    let (b, _) = scan(body.as_bytes(), 1000);
+    assert!(a[0].id.truncated());
+    assert!(a[0].id.same_bytes(&b[0].id));
+    let other = format!(r#"{{"id":"{long}y"}}"#);
+    let (c, _) = scan(other.as_bytes(), 64);
+    assert!(!a[0].id.same_bytes(&c[0].id));
+}

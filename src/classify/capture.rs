@@ -57,6 +57,9 @@ pub struct Envelope {
     pub content: Kind,
     /// `result.task` (2025-11-25 `CreateTaskResult`).
     pub result_task: Kind,
+    /// `result.inputRequests` and `result.requestState` (2026-07-28 MRTR).
+    pub input_requests: Kind,
+    pub request_state: Kind,
     pub error: Kind,
     pub error_code: Captured<MAX_SHORT_BYTES>,
     pub error_message: Captured<MAX_NAME_BYTES>,
@@ -87,6 +90,8 @@ pub(crate) enum Key {
     IsError,
     Content,
     Task,
+    InputRequests,
+    RequestState,
     Code,
     Message,
     Name,
@@ -110,6 +115,8 @@ pub(crate) enum Slot {
     IsError,
     Content,
     ResultTask,
+    InputRequests,
+    RequestState,
     Code,
     Message,
     ToolName,
@@ -232,6 +239,8 @@ impl Envelope {
             is_error: Kind::Absent,
             content: Kind::Absent,
             result_task: Kind::Absent,
+            input_requests: Kind::Absent,
+            request_state: Kind::Absent,
             error: Kind::Absent,
             error_code: Captured::new(),
             error_message: Captured::new(),
@@ -259,6 +268,8 @@ impl Envelope {
                 self.is_error = Kind::Absent;
                 self.content = Kind::Absent;
                 self.result_task = Kind::Absent;
+                self.input_requests = Kind::Absent;
+                self.request_state = Kind::Absent;
             }
             Slot::Error => {
                 self.error = kind;
@@ -276,6 +287,8 @@ impl Envelope {
             Slot::IsError => self.is_error = kind,
             Slot::Content => self.content = kind,
             Slot::ResultTask => self.result_task = kind,
+            Slot::InputRequests => self.input_requests = kind,
+            Slot::RequestState => self.request_state = kind,
             Slot::Code => self.error_code.start(kind),
             Slot::Message => self.error_message.start(kind),
             Slot::ToolName => self.tool_name.start(kind),
@@ -349,6 +362,8 @@ impl Key {
             b"isError" => Key::IsError,
             b"content" => Key::Content,
             b"task" => Key::Task,
+            b"inputRequests" => Key::InputRequests,
+            b"requestState" => Key::RequestState,
             b"code" => Key::Code,
             b"message" => Key::Message,
             b"name" => Key::Name,
@@ -377,6 +392,8 @@ pub(crate) fn slot_for(path: &[Key]) -> Option<Slot> {
         [K::Result, K::IsError] => Slot::IsError,
         [K::Result, K::Content] => Slot::Content,
         [K::Result, K::Task] => Slot::ResultTask,
+        [K::Result, K::InputRequests] => Slot::InputRequests,
+        [K::Result, K::RequestState] => Slot::RequestState,
         [K::Error, K::Code] => Slot::Code,
         [K::Error, K::Message] => Slot::Message,
         [K::Params, K::Name] => Slot::ToolName,

@@ -205,6 +205,16 @@ impl JsonScanner {
         }
     }
 
+    /// True once the top-level value is complete (only whitespace may follow).
+    pub fn is_complete(&self) -> bool {
+        self.state == State::End
+    }
+
+    /// The message being scanned, as far as it got (for a request cut by the inspect cap).
+    pub fn current(&self) -> &Envelope {
+        &self.envelope
+    }
+
     /// True once any non-whitespace byte was seen.
     pub fn started(&self) -> bool {
         self.started

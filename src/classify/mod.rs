@@ -1,8 +1,12 @@
 //! The classifier: pure, synchronous, push-fed. It watches response bytes go past without
 //! holding them and gives each JSON-RPC request exactly one [`Outcome`].
-mod capture;
+pub mod capture;
+pub mod envelope;
+pub mod exchange;
 pub mod json;
 mod outcome;
+pub mod request;
+pub mod sse;
 
 pub use capture::{Captured, Envelope, Kind};
 pub use outcome::{Layer, Outcome};

@@ -1,0 +1,407 @@
+//! One HTTP exchange (a POST and its response) seen by the classifier: the requests the POST
+//! carried, the response head, the body as it streams, and how the body ended. Gives every
+//! request exactly one [`Resolution`].
+//!
+//! Correlation rules (ARCHITECTURE.md "Outcomes"; protocol facts in mcp-protocol.md §1.4, §2):
+//! - A response message is matched to a request by id. An error with a null or absent id
+//!   answers every request still open (the server could not read the ids).
+//! - On SSE, messages with `method` are server notifications or (≤2025-11-25) server→client
+//!   requests, never the response; they are skipped. On a JSON body they are invalid.
+//! - A message that matches nothing (wrong id, not an object, no `result`/`error`) is charged
+//!   to the open request when exactly one is open (INVALID_ENVELOPE), and otherwise ignored.
+//! - Messages count only once their document is known valid: a JSON body at its end, an SSE
+//!   event at its dispatch. A malformed document makes every open request MALFORMED_JSON.
+//! - A batch response to a single request is INVALID_ENVELOPE (mcp-protocol.md §1.11).
+//! - The first verdict for a request is final; later duplicates are ignored.
+
+use super::capture::{Captured, Envelope, Kind, MAX_SHORT_BYTES};
+use super::envelope::{self, Request, ids_equal};
+use super::json::{Document, JsonScanner, Malformed, MessageSink};
+use super::outcome::Outcome;
+use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
+
+/// How the response body ended, as the proxy saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// The upstream ended the body cleanly.
+    Complete,
+    /// The upstream connection broke mid-body (reset, bad framing, idle timeout).
+    UpstreamError,
+    /// The agent went away (the response body was dropped) before the end.
+    AgentGone,
+}
+
+/// The response body's media type, as it decides the scanner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentKind {
+    Json,
+    Sse,
+    /// Any other media type, or none.
+    Other,
+}
+
+/// The verdict for one request, with what the call log wants to know of the response.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub error_code: Option<i64>,
+    /// Length of `error.message` (its text is never kept by default).
+    pub error_message_len: Option<usize>,
+    pub result_type: Option<Captured<MAX_SHORT_BYTES>>,
+}
+
+/// Where a request stands when the exchange is over.
+#[derive(Clone, Debug)]
+pub enum Resolution {
+    Final(Verdict),
+    /// A resumable SSE stream (its events carried ids) closed before the response: a GET with
+    /// `Last-Event-ID` may still bring it (2025-03-26 … 2025-11-25 transports §Resumability).
+    Pending {
+        last_event_id: Captured<MAX_EVENT_ID>,
+    },
+}
+
+struct Call {
+    request: Request,
+    verdict: Option<Verdict>,
+    tentative: Option<Verdict>,
+    reported: bool,
+}
+
+/// Matches response messages to the calls; the scanners' sink.
+struct Correlator {
+    calls: Vec<Call>,
+    request_batch: bool,
+    sse: bool,
+}
+
+enum Scan {
+    Json(Box<JsonScanner>),
+    Sse(Box<SseFramer>),
+    None,
+}
+
+/// The classifier state of one HTTP exchange. Fixed-size apart from one entry per request.
+pub struct Exchange {
+    correlator: Correlator,
+    scan: Scan,
+    status: u16,
+    content: ContentKind,
+    body_bytes: u64,
+    ended: bool,
+}
+
+// === impl ContentKind ===
+
+impl ContentKind {
+    /// From a `Content-Type` value: `application/json` (or a `+json` type) and
+    /// `text/event-stream`, parameters and case ignored.
+    pub fn from_header(value: Option<&[u8]>) -> ContentKind {
+        let Some(value) = value else {
+            return ContentKind::Other;
+        };
+        let essence = value.split(|&b| b == b';').next().unwrap_or_default();
+        let essence = essence.trim_ascii();
+        if essence.eq_ignore_ascii_case(b"application/json")
+            || (essence.len() > 5 && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json"))
+        {
+            ContentKind::Json
+        } else if essence.eq_ignore_ascii_case(b"text/event-stream") {
+            ContentKind::Sse
+        } else {
+            ContentKind::Other
+        }
+    }
+}
+
+// === impl Verdict ===
+
+impl Verdict {
+    pub fn of(outcome: Outcome) -> Verdict {
+        Verdict {
+            outcome,
+            error_code: None,
+            error_message_len: None,
+            result_type: None,
+        }
+    }
+
+    fn from_message(outcome: Outcome, env: &Envelope) -> Verdict {
+        Verdict {
+            outcome,
+            error_code: envelope::error_code(env),
+            error_message_len: (env.error_message.kind == Kind::String)
+                .then(|| env.error_message.total_len()),
+            result_type: (env.result_type.kind == Kind::String).then(|| env.result_type.clone()),
+        }
+    }
+}
+
+// === impl Correlator ===
+
+impl Correlator {
+    fn open(&self) -> impl Iterator<Item = usize> + '_ {
+        self.calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.verdict.is_none() && c.tentative.is_none())
+            .map(|(i, _)| i)
+    }
+
+    fn judge(&mut self, i: usize, env: &Envelope) {
+        let call = &mut self.calls[i];
+        let outcome = envelope::outcome_of(&call.request, env);
+        call.tentative = Some(Verdict::from_message(outcome, env));
+    }
+
+    /// A message that answers no request by id.
+    fn unmatched(&mut self, env: &Envelope) {
+        let (first, second) = {
+            let mut open = self.open();
+            (open.next(), open.next())
+        };
+        if let (Some(only), None) = (first, second) {
+            self.judge(only, env);
+        }
+    }
+
+    fn document_end(&mut self, verdict: Result<Document, Malformed>) {
+        match verdict {
+            Ok(doc) if doc.batch && !self.request_batch => {
+                self.settle_open(Outcome::InvalidEnvelope, true);
+            }
+            Ok(_) => {
+                for call in &mut self.calls {
+                    if call.verdict.is_none() {
+                        call.verdict = call.tentative.take();
+                    }
+                }
+            }
+            Err(_) => self.settle_open(Outcome::MalformedJson, true),
+        }
+    }
+
+    /// Drops what the current document said (it was not JSON-RPC after all).
+    fn discard_tentative(&mut self) {
+        for call in &mut self.calls {
+            call.tentative = None;
+        }
+    }
+
+    /// Gives every request without a verdict this outcome.
+    fn settle_open(&mut self, outcome: Outcome, drop_tentative: bool) {
+        for call in &mut self.calls {
+            if drop_tentative {
+                call.tentative = None;
+            }
+            if call.verdict.is_none() {
+                call.verdict = Some(Verdict::of(outcome));
+            }
+        }
+    }
+}
+
+impl MessageSink for Correlator {
+    fn message(&mut self, env: &Envelope) {
+        if env.shape == Kind::Object && env.method.kind != Kind::Absent && self.sse {
+            return; // a notification or server→client request on the stream
+        }
+        if env.shape != Kind::Object || env.method.kind != Kind::Absent {
+            return self.unmatched(env);
+        }
+        match env.id.kind {
+            Kind::String | Kind::Number => {
+                let open = self
+                    .open()
+                    .find(|&i| ids_equal(&self.calls[i].request.id, &env.id));
+                match open {
+                    Some(i) => self.judge(i, env),
+                    None => {
+                        let answered = self.calls.iter().any(|c| ids_equal(&c.request.id, &env.id));
+                        if !answered {
+                            self.unmatched(env);
+                        }
+                    }
+                }
+            }
+            Kind::Null | Kind::Absent if env.error != Kind::Absent => {
+                let open: Vec<usize> = self.open().collect();
+                for i in open {
+                    self.judge(i, env);
+                }
+            }
+            _ => self.unmatched(env),
+        }
+    }
+}
+
+impl SseSink for Correlator {
+    fn event(&mut self, data: EventData, _last_event_id: Option<&Captured<MAX_EVENT_ID>>) {
+        match data {
+            EventData::Json(verdict) => self.document_end(verdict),
+            EventData::Empty | EventData::Ignored => self.discard_tentative(),
+        }
+    }
+}
+
+// === impl Exchange ===
+
+impl Exchange {
+    /// An exchange for the requests of one POST body. `batch`: the body was an array.
+    pub fn new(requests: Vec<Request>, batch: bool) -> Exchange {
+        let calls = requests
+            .into_iter()
+            .map(|request| Call {
+                request,
+                verdict: None,
+                tentative: None,
+                reported: false,
+            })
+            .collect();
+        Exchange {
+            correlator: Correlator {
+                calls,
+                request_batch: batch,
+                sse: false,
+            },
+            scan: Scan::None,
+            status: 0,
+            content: ContentKind::Other,
+            body_bytes: 0,
+            ended: false,
+        }
+    }
+
+    pub fn requests(&self) -> impl Iterator<Item = &Request> {
+        self.correlator.calls.iter().map(|c| &c.request)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.correlator.calls.is_empty()
+    }
+
+    /// The response head arrived.
+    pub fn response_head(&mut self, status: u16, content: ContentKind) {
+        self.status = status;
+        self.content = content;
+        if !(200..300).contains(&status) {
+            // Transport precedence: a non-2xx status decides, whatever the body says.
+            self.correlator.settle_open(Outcome::HttpError, true);
+            return;
+        }
+        self.scan = match content {
+            ContentKind::Json => Scan::Json(Box::default()),
+            ContentKind::Sse => {
+                self.correlator.sse = true;
+                Scan::Sse(Box::default())
+            }
+            ContentKind::Other => Scan::None,
+        };
+    }
+
+    /// No response head: strata answers 502/504 itself.
+    pub fn no_response(&mut self) {
+        self.correlator.settle_open(Outcome::HttpError, true);
+        self.ended = true;
+    }
+
+    /// A chunk of the response body, as it goes to the agent.
+    #[inline]
+    pub fn data(&mut self, chunk: &[u8]) {
+        self.body_bytes += chunk.len() as u64;
+        match &mut self.scan {
+            Scan::Json(scanner) => scanner.feed(chunk, &mut self.correlator),
+            Scan::Sse(framer) => framer.feed(chunk, &mut self.correlator),
+            Scan::None => {}
+        }
+    }
+
+    /// True once every request has its verdict (nothing more to learn from the body).
+    pub fn all_settled(&self) -> bool {
+        self.correlator.calls.iter().all(|c| c.verdict.is_some())
+    }
+
+    /// Hands out verdicts reached since the last call (SSE: as final events arrive).
+    pub fn drain_settled(&mut self, mut f: impl FnMut(&Request, &Verdict)) {
+        for call in &mut self.correlator.calls {
+            if let (Some(verdict), false) = (&call.verdict, call.reported) {
+                call.reported = true;
+                f(&call.request, verdict);
+            }
+        }
+    }
+
+    /// SSE events seen so far.
+    pub fn sse_events(&self) -> u32 {
+        match &self.scan {
+            Scan::Sse(framer) => framer.events(),
+            _ => 0,
+        }
+    }
+
+    pub fn content(&self) -> ContentKind {
+        self.content
+    }
+
+    /// The body ended: every request gets its resolution, in request order.
+    pub fn end(&mut self, how: BodyEnd) -> Vec<(Request, Resolution)> {
+        if !self.ended {
+            self.ended = true;
+            self.settle_at_end(how);
+        }
+        let mut last_event_id = None;
+        if let Scan::Sse(framer) = &self.scan {
+            last_event_id = framer.last_event_id().cloned();
+        }
+        std::mem::take(&mut self.correlator.calls)
+            .into_iter()
+            .map(|call| {
+                let resolution = match (call.verdict, &last_event_id) {
+                    (Some(v), _) => Resolution::Final(v),
+                    (None, Some(id)) => Resolution::Pending {
+                        last_event_id: id.clone(),
+                    },
+                    (None, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
+                };
+                (call.request, resolution)
+            })
+            .collect()
+    }
+
+    fn settle_at_end(&mut self, how: BodyEnd) {
+        let c = &mut self.correlator;
+        match &mut self.scan {
+            Scan::Json(scanner) => {
+                // A document already complete reached hyper whole: count it even if the
+                // agent left before the body's end was polled.
+                let ended = how == BodyEnd::Complete && self.body_bytes > 0;
+                if ended || (how == BodyEnd::AgentGone && scanner.is_complete()) {
+                    let verdict = scanner.finish(c);
+                    c.document_end(verdict);
+                }
+            }
+            Scan::Sse(framer) => framer.finish(),
+            Scan::None => {
+                if how == BodyEnd::Complete
+                    && self.body_bytes > 0
+                    && (200..300).contains(&self.status)
+                {
+                    // A 2xx body that is neither JSON nor SSE.
+                    c.settle_open(Outcome::MalformedJson, true);
+                }
+            }
+        }
+        match how {
+            BodyEnd::AgentGone => c.settle_open(Outcome::ClientCancelled, true),
+            BodyEnd::Complete | BodyEnd::UpstreamError => {
+                c.discard_tentative();
+                if !matches!(self.scan, Scan::Sse(_)) {
+                    c.settle_open(Outcome::StreamIncomplete, true);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,375 @@
+//! A push-fed Server-Sent Events framer (WHATWG HTML §9.2.6 "Interpreting an event stream")
+//! whose `data` values stream straight into a per-event [`JsonScanner`]: an event is never
+//! assembled in memory.
+//!
+//! Handles LF, CR and CRLF line ends (a CR at a chunk's end waits for the next chunk), a
+//! leading UTF-8 BOM, comment lines (`:`; 2026-07-28 keep-alives are `:\r\n`), `event`, `data`
+//! (several lines joined by LF — fed to the scanner as an LF between lines, which is JSON
+//! whitespace, so the scanner sees exactly the spec's event data), `id`, `retry`; other
+//! fields are ignored, and a blank line dispatches.
+//!
+//! Limits (nothing here grows with the input; overflow never fails the forward):
+//! - Lines are never held, so there is no line-length limit: a `data` line of any size
+//!   streams through the JSON scanner.
+//! - [`MAX_FIELD_NAME`]: a longer field name is an unknown field (ignored).
+//! - [`MAX_EVENT_TYPE`]: a longer `event` value is not "message" (ignored, as a client would).
+//! - [`MAX_EVENT_ID`]: a longer `id` keeps its first bytes and is marked truncated.
+
+use memchr::memchr2;
+
+#[cfg(test)]
+use super::capture::Envelope;
+use super::capture::{Captured, Kind};
+use super::json::{Document, JsonScanner, Malformed, MessageSink};
+
+/// Longest field name kept ("retry" is the longest known one).
+pub const MAX_FIELD_NAME: usize = 8;
+/// Longest event type kept.
+pub const MAX_EVENT_TYPE: usize = 32;
+/// Longest event id kept.
+pub const MAX_EVENT_ID: usize = 256;
+
+/// What one dispatched event carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventData {
+    /// No data, or empty data: a priming event or a keep-alive (2025-11-25 §SSE). Skipped, as
+    /// both SDK clients do.
+    Empty,
+    /// An event type other than `message`: not JSON-RPC, ignored as clients ignore it.
+    Ignored,
+    /// JSON-RPC data: its verdict (messages were delivered before, as tentative).
+    Json(Result<Document, Malformed>),
+}
+
+/// Receives messages (tentative) and then each event's verdict.
+pub trait SseSink: MessageSink {
+    fn event(&mut self, data: EventData, last_event_id: Option<&Captured<MAX_EVENT_ID>>);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Data,
+    Event,
+    Id,
+    Retry,
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Line {
+    /// Nothing of the current line seen yet.
+    Start,
+    /// Inside the field name.
+    Name,
+    /// Just after the colon: one space is dropped.
+    ValueStart(Field),
+    Value(Field),
+    Comment,
+}
+
+/// The framer. Fixed size; the JSON scanner inside is reused for every event.
+pub struct SseFramer {
+    /// Bytes of the BOM matched at the stream's start; 3 (or a mismatch) ends the check.
+    bom: u8,
+    bom_done: bool,
+    pending_cr: bool,
+    line: Line,
+    name: [u8; MAX_FIELD_NAME],
+    name_len: usize,
+    name_overflow: bool,
+    // The event being built.
+    data_lines: u32,
+    data_bytes: u64,
+    event_type: Captured<MAX_EVENT_TYPE>,
+    // Stream-wide state (WHATWG: the last event ID persists across events).
+    last_event_id: Captured<MAX_EVENT_ID>,
+    id_line: Captured<MAX_EVENT_ID>,
+    retry_ms: Option<u64>,
+    retry_digits: Option<u64>,
+    events: u32,
+    scanner: JsonScanner,
+}
+
+// === impl SseFramer ===
+
+impl Default for SseFramer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+impl SseFramer {
+    pub fn new() -> Self {
+        Self {
+            bom: 0,
+            bom_done: false,
+            pending_cr: false,
+            line: Line::Start,
+            name: [0; MAX_FIELD_NAME],
+            name_len: 0,
+            name_overflow: false,
+            data_lines: 0,
+            data_bytes: 0,
+            event_type: Captured::new(),
+            last_event_id: Captured::new(),
+            id_line: Captured::new(),
+            retry_ms: None,
+            retry_digits: None,
+            events: 0,
+            scanner: JsonScanner::new(),
+        }
+    }
+
+    /// Events dispatched so far (with data; priming events included).
+    pub fn events(&self) -> u32 {
+        self.events
+    }
+
+    /// The stream's last event id, once an `id` field was seen: the stream is resumable with
+    /// `Last-Event-ID` (2025-03-26 … 2025-11-25 transports §Resumability).
+    pub fn last_event_id(&self) -> Option<&Captured<MAX_EVENT_ID>> {
+        (self.last_event_id.kind == Kind::String).then_some(&self.last_event_id)
+    }
+
+    /// The last valid `retry` field, in milliseconds.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
+    }
+
+    /// True when the stream stopped in the middle of an event (data seen, no blank line).
+    pub fn mid_event(&self) -> bool {
+        self.data_lines > 0 || self.line != Line::Start
+    }
+
+    pub fn feed<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
+        if !self.bom_done {
+            chunk = self.skip_bom(chunk);
+            if chunk.is_empty() {
+                return;
+            }
+        }
+        if self.pending_cr {
+            self.pending_cr = false;
+            if chunk.first() == Some(&b'\n') {
+                chunk = &chunk[1..];
+            }
+        }
+        while !chunk.is_empty() {
+            match memchr2(b'\n', b'\r', chunk) {
+                None => {
+                    self.line_bytes(chunk, sink);
+                    return;
+                }
+                Some(p) => {
+                    self.line_bytes(&chunk[..p], sink);
+                    self.end_line(sink);
+                    let mut next = p + 1;
+                    if chunk[p] == b'\r' {
+                        match chunk.get(next) {
+                            Some(b'\n') => next += 1,
+                            Some(_) => {}
+                            None => self.pending_cr = true,
+                        }
+                    }
+                    chunk = &chunk[next..];
+                }
+            }
+        }
+    }
+
+    /// The stream ended. WHATWG: an event not followed by a blank line is discarded, so it
+    /// is never dispatched.
+    pub fn finish(&mut self) {
+        self.begin_event();
+        self.line = Line::Start;
+    }
+
+    fn skip_bom<'a>(&mut self, chunk: &'a [u8]) -> &'a [u8] {
+        let mut i = 0;
+        while (self.bom as usize) < BOM.len() && i < chunk.len() {
+            if chunk[i] != BOM[self.bom as usize] {
+                // Not a BOM: the bytes matched so far were content. Only a whole BOM is
+                // skipped, and a partial one can only be invalid UTF-8 in a field anyway.
+                self.bom_done = true;
+                return &chunk[i..];
+            }
+            self.bom += 1;
+            i += 1;
+        }
+        if self.bom as usize == BOM.len() {
+            self.bom_done = true;
+        }
+        &chunk[i..]
+    }
+
+    /// Bytes of the current line (no line terminator inside).
+    fn line_bytes<S: SseSink + ?Sized>(&mut self, mut bytes: &[u8], sink: &mut S) {
+        while !bytes.is_empty() {
+            match self.line {
+                Line::Start => {
+                    if bytes[0] == b':' {
+                        self.line = Line::Comment;
+                        return;
+                    }
+                    self.name_len = 0;
+                    self.name_overflow = false;
+                    self.line = Line::Name;
+                }
+                Line::Name => match memchr::memchr(b':', bytes) {
+                    Some(p) => {
+                        self.push_name(&bytes[..p]);
+                        self.line = Line::ValueStart(self.field());
+                        bytes = &bytes[p + 1..];
+                    }
+                    None => {
+                        self.push_name(bytes);
+                        return;
+                    }
+                },
+                Line::ValueStart(field) => {
+                    if bytes[0] == b' ' {
+                        bytes = &bytes[1..];
+                    }
+                    self.begin_value(field, sink);
+                    self.line = Line::Value(field);
+                }
+                Line::Value(field) => {
+                    self.value_bytes(field, bytes, sink);
+                    return;
+                }
+                Line::Comment => return,
+            }
+        }
+    }
+
+    fn end_line<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
+        match self.line {
+            Line::Start => self.dispatch(sink),
+            // A line with no colon: the whole line is the field name, the value is empty.
+            Line::Name => {
+                let field = self.field();
+                self.begin_value(field, sink);
+                self.end_value(field);
+            }
+            Line::ValueStart(field) => {
+                self.begin_value(field, sink);
+                self.end_value(field);
+            }
+            Line::Value(field) => self.end_value(field),
+            Line::Comment => {}
+        }
+        self.line = Line::Start;
+    }
+
+    fn push_name(&mut self, bytes: &[u8]) {
+        let room = MAX_FIELD_NAME - self.name_len;
+        if bytes.len() > room {
+            self.name_overflow = true;
+        } else {
+            self.name[self.name_len..self.name_len + bytes.len()].copy_from_slice(bytes);
+            self.name_len += bytes.len();
+        }
+    }
+
+    fn field(&self) -> Field {
+        if self.name_overflow {
+            return Field::Unknown;
+        }
+        match &self.name[..self.name_len] {
+            b"data" => Field::Data,
+            b"event" => Field::Event,
+            b"id" => Field::Id,
+            b"retry" => Field::Retry,
+            _ => Field::Unknown,
+        }
+    }
+
+    fn begin_value<S: SseSink + ?Sized>(&mut self, field: Field, sink: &mut S) {
+        match field {
+            Field::Data => {
+                if self.data_lines > 0 {
+                    // WHATWG joins data lines with LF; LF is JSON whitespace.
+                    self.scanner.feed(b"\n", sink);
+                }
+                self.data_lines += 1;
+            }
+            Field::Event => self.event_type.start(Kind::String),
+            Field::Id => self.id_line.start(Kind::String),
+            Field::Retry => self.retry_digits = Some(0),
+            Field::Unknown => {}
+        }
+    }
+
+    fn value_bytes<S: SseSink + ?Sized>(&mut self, field: Field, bytes: &[u8], sink: &mut S) {
+        match field {
+            Field::Data => {
+                self.data_bytes += bytes.len() as u64;
+                self.scanner.feed(bytes, sink);
+            }
+            Field::Event => self.event_type.push(bytes),
+            Field::Id => self.id_line.push(bytes),
+            Field::Retry => {
+                self.retry_digits = self.retry_digits.and_then(|mut v| {
+                    for &b in bytes {
+                        if !b.is_ascii_digit() {
+                            return None;
+                        }
+                        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                    }
+                    Some(v)
+                });
+            }
+            Field::Unknown => {}
+        }
+    }
+
+    fn end_value(&mut self, field: Field) {
+        match field {
+            // WHATWG: an id containing NUL is ignored.
+            Field::Id if !self.id_line.bytes().contains(&0) => {
+                self.last_event_id = self.id_line.clone();
+            }
+            // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.
+            Field::Retry => {
+                if self.retry_digits.is_some() && self.line != Line::ValueStart(Field::Retry) {
+                    self.retry_ms = self.retry_digits;
+                }
+                self.retry_digits = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
+        if self.data_lines == 0 {
+            // WHATWG: no data — reset the event type, dispatch nothing.
+            self.event_type.start(Kind::Absent);
+            return;
+        }
+        self.events += 1;
+        let is_message = self.event_type.kind == Kind::Absent
+            || self.event_type.bytes().is_empty()
+            || self.event_type.is_string("message");
+        let data = if self.data_bytes == 0 {
+            EventData::Empty
+        } else if !is_message {
+            EventData::Ignored
+        } else {
+            EventData::Json(self.scanner.finish(sink))
+        };
+        sink.event(data, self.last_event_id());
+        self.begin_event();
+    }
+
+    fn begin_event(&mut self) {
+        self.data_lines = 0;
+        self.data_bytes = 0;
+        self.event_type.start(Kind::Absent);
+        self.scanner.reset();
+    }
+}
+
+#[cfg(test)]
+mod tests;

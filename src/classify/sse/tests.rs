@@ -1,0 +1,114 @@
+use super::*;
+
+#[derive(Default)]
+struct Log {
+    events: Vec<(EventData, Option<String>, Vec<String>)>,
+    pending: Vec<String>,
+}
+
+impl MessageSink for Log {
+    fn message(&mut self, e: &Envelope) {
+        self.pending.push(e.id.text_lossy().into_owned());
+    }
+}
+
+impl SseSink for Log {
+    fn event(&mut self, data: EventData, id: Option<&Captured<MAX_EVENT_ID>>) {
+        let msgs = std::mem::take(&mut self.pending);
+        self.events
+            .push((data, id.map(|c| c.text_lossy().into_owned()), msgs));
+    }
+}
+
+fn frame(input: &[u8], step: usize) -> (Log, SseFramer) {
+    let mut framer = SseFramer::new();
+    let mut log = Log::default();
+    for chunk in input.chunks(step.max(1)) {
+        framer.feed(chunk, &mut log);
+    }
+    framer.finish();
+    (log, framer)
+}
+
+fn every_split(input: &[u8]) -> (Log, SseFramer) {
+    let whole = frame(input, input.len().max(1));
+    for step in 1..input.len().min(12) {
+        let (log, _) = frame(input, step);
+        assert_eq!(
+            format!("{:?}", log.events),
+            format!("{:?}", whole.0.events),
+            "step {step}"
+        );
+    }
+    whole
+}
+
+const OK: Result<Document, Malformed> = Ok(Document {
+    batch: false,
+    messages: 1,
+});
+
+#[test]
+fn line_endings_lf_cr_crlf() {
+    for eol in ["\n", "\r", "\r\n"] {
+        let s = format!("data: {{\"id\":1}}{eol}{eol}: comment{eol}data:{{\"id\":2}}{eol}{eol}");
+        let (log, framer) = every_split(s.as_bytes());
+        assert_eq!(log.events.len(), 2, "eol {eol:?}");
+        assert_eq!(log.events[0].0, EventData::Json(OK));
+        assert_eq!(log.events[1].2, vec!["2".to_string()]);
+        assert_eq!(framer.events(), 2);
+    }
+}
+
+#[test]
+fn data_lines_join_with_lf() {
+    let (log, _) = every_split(b"data: {\"id\":\ndata: 5}\n\n");
+    assert_eq!(log.events[0].0, EventData::Json(OK));
+    assert_eq!(log.events[0].2, vec!["5".to_string()]);
+}
+
+#[test]
+fn bom_priming_and_ids() {
+    let (log, framer) =
+        every_split(b"\xEF\xBB\xBFid: e1\nretry: 1500\ndata: \n\nid: e2\ndata: {\"id\":3}\n\n");
+    assert_eq!(log.events[0].0, EventData::Empty);
+    assert_eq!(log.events[0].1.as_deref(), Some("e1"));
+    assert_eq!(log.events[1].1.as_deref(), Some("e2"));
+    assert_eq!(framer.retry_ms(), Some(1500));
+    assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("e2"));
+}
+
+#[test]
+fn other_event_types_are_ignored() {
+    let (log, _) =
+        every_split(b"event: ping\ndata: {\"id\":1}\n\nevent: message\ndata: {\"id\":2}\n\n");
+    assert_eq!(log.events[0].0, EventData::Ignored);
+    assert_eq!(log.events[1].0, EventData::Json(OK));
+}
+
+#[test]
+fn malformed_data_is_reported_per_event() {
+    let (log, _) = every_split(b"data: {oops\n\ndata: {\"id\":1}\n\n");
+    assert_eq!(log.events[0].0, EventData::Json(Err(Malformed::Syntax)));
+    assert_eq!(log.events[1].0, EventData::Json(OK));
+}
+
+#[test]
+fn unterminated_event_is_not_dispatched() {
+    let (log, framer) = every_split(b"data: {\"id\":1}\n\ndata: {\"id\":2}\n");
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(framer.events(), 1);
+}
+
+#[test]
+fn no_colon_lines_and_unknown_fields() {
+    let (log, _) = every_split(b"data\nfoo: bar\nverylongfieldname: x\ndata: {\"id\":1}\n\n");
+    // `data` with no colon is an empty data line; joined with LF the JSON is unchanged.
+    assert_eq!(log.events[0].0, EventData::Json(OK));
+}
+
+#[test]
+fn retry_needs_digits() {
+    let (_, framer) = every_split(b"retry: 12x\n\nretry:\n\n");
+    assert_eq!(framer.retry_ms(), None);
+}

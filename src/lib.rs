@@ -1,2 +1,3 @@
 //! strata: a layer-aware MCP gateway sidecar.
 pub mod classify;
+pub mod metrics;

@@ -1,3 +1,4 @@
 //! strata: a layer-aware MCP gateway sidecar.
 pub mod classify;
 pub mod metrics;
+pub mod telemetry;

@@ -1,2 +1,6 @@
 //! strata: a layer-aware MCP gateway sidecar.
+pub mod admin;
+pub mod calllog;
 pub mod classify;
+pub mod metrics;
+pub mod telemetry;

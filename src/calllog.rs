@@ -1,0 +1,222 @@
+//! One structured log record per finished call (ARCHITECTURE.md, "Per-call log record").
+//!
+//! What is deliberately not here: `Authorization`, cookies, any other request header, tool
+//! arguments, and result content. Error messages are carried only when the operator asked for
+//! them ([`CallRecord::set_error`]); otherwise only their length is logged, because upstream
+//! error text routinely echoes user input.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crate::classify::{Layer, Outcome};
+
+/// The `tracing` target of call records, so they can be routed or silenced on their own
+/// (e.g. `RUST_LOG=info,strata::call=off`).
+pub const CALL_TARGET: &str = "strata::call";
+
+/// Everything worth knowing about one finished JSON-RPC call, written by [`CallRecord::emit`].
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    /// The upstream's configured name or address.
+    pub upstream: Arc<str>,
+    /// The `Mcp-Session-Id`, hashed; `None` before a session exists (initialize).
+    pub session: Option<SessionHash>,
+    /// `clientInfo` as `name@version`, from this session's initialize, when strata saw it.
+    pub client: Option<String>,
+    /// The negotiated (or `MCP-Protocol-Version` header's) protocol revision.
+    pub protocol_version: Option<String>,
+    pub method: String,
+    /// `params.name` for tools/call.
+    pub tool: Option<String>,
+    /// The request id as its JSON text: `7` or `"abc"` (quotes included), so the two never
+    /// look alike.
+    pub jsonrpc_id: String,
+    /// Upstream attempts made by strata (1 when there was no retry).
+    pub attempts: u32,
+    /// Final HTTP status of each attempt, in order.
+    pub http_statuses: Vec<u16>,
+    /// The final response's `Content-Type`.
+    pub content_type: Option<String>,
+    /// SSE events seen on the response stream (0 for a JSON response).
+    pub sse_events: u32,
+    /// The JSON-RPC `error.code`, when the response was an error.
+    pub error_code: Option<i64>,
+    /// Length in bytes of the JSON-RPC `error.message`.
+    pub error_message_len: Option<usize>,
+    /// The JSON-RPC `error.message` itself; set only through [`CallRecord::set_error`] with
+    /// logging of messages enabled.
+    pub error_message: Option<String>,
+    /// The result's `resultType` (2026-07-28), when present.
+    pub result_type: Option<String>,
+    /// The outcome; the logged `layer` is derived from it, so the two cannot disagree.
+    pub outcome: Outcome,
+    pub retry_origin: RetryOrigin,
+    /// From the request's arrival to its outcome.
+    pub duration: Duration,
+}
+
+/// Who caused this call to be a re-send, if anyone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetryOrigin {
+    /// A first attempt.
+    #[default]
+    None,
+    /// strata's retry policy re-sent it.
+    Proxy,
+    /// The agent re-sent a request strata had already seen (same session and id).
+    Client,
+}
+
+/// A session id that is safe to log: 16 hex digits of a keyed 64-bit hash.
+///
+/// The key is random per process, so a hash links one session's calls within a run but cannot
+/// be looked up or reversed from logs; after a restart the same session hashes differently.
+/// There is no way to build one from a raw id except by hashing it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct SessionHash(String);
+
+/// The loggable form of a raw `Mcp-Session-Id` (see [`SessionHash`]).
+pub fn hash_session(id: &str) -> String {
+    SessionHash::new(id).0
+}
+
+// === impl CallRecord ===
+
+impl CallRecord {
+    /// A record with the facts every call has; the optional ones start empty (`attempts` 1).
+    pub fn new(
+        upstream: Arc<str>,
+        method: impl Into<String>,
+        jsonrpc_id: impl Into<String>,
+        outcome: Outcome,
+        duration: Duration,
+    ) -> Self {
+        CallRecord {
+            upstream,
+            session: None,
+            client: None,
+            protocol_version: None,
+            method: method.into(),
+            tool: None,
+            jsonrpc_id: jsonrpc_id.into(),
+            attempts: 1,
+            http_statuses: Vec::new(),
+            content_type: None,
+            sse_events: 0,
+            error_code: None,
+            error_message_len: None,
+            error_message: None,
+            result_type: None,
+            outcome,
+            retry_origin: RetryOrigin::None,
+            duration,
+        }
+    }
+
+    pub fn layer(&self) -> Layer {
+        self.outcome.layer()
+    }
+
+    /// Records a JSON-RPC error. The message text is kept only when `log_messages` is set
+    /// (an operator's choice); its length always is.
+    pub fn set_error(&mut self, code: i64, message: &str, log_messages: bool) {
+        self.error_code = Some(code);
+        self.error_message_len = Some(message.len());
+        self.error_message = log_messages.then(|| message.to_owned());
+    }
+
+    /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message
+    /// "call", one field per record field (absent options are left out). The JSON format
+    /// renders it as one line with the fields at the top level.
+    pub fn emit(&self) {
+        tracing::info!(
+            target: CALL_TARGET,
+            upstream = &*self.upstream,
+            session = self.session.as_ref().map(SessionHash::as_str),
+            client = self.client.as_deref(),
+            protocol_version = self.protocol_version.as_deref(),
+            method = self.method.as_str(),
+            tool = self.tool.as_deref(),
+            jsonrpc_id = self.jsonrpc_id.as_str(),
+            attempts = self.attempts,
+            http_statuses = %Statuses(&self.http_statuses),
+            content_type = self.content_type.as_deref(),
+            sse_events = self.sse_events,
+            error_code = self.error_code,
+            error_message_len = self.error_message_len,
+            error_message = self.error_message.as_deref(),
+            result_type = self.result_type.as_deref(),
+            outcome = self.outcome.as_str(),
+            layer = self.outcome.layer().as_str(),
+            retry_origin = self.retry_origin.as_str(),
+            duration_ms = self.duration.as_secs_f64() * 1e3,
+            "call"
+        );
+    }
+}
+
+/// Statuses as `502,503,200`: a log field cannot be a JSON array, and this splits easily.
+struct Statuses<'a>(&'a [u16]);
+
+impl fmt::Display for Statuses<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+// === impl RetryOrigin ===
+
+impl RetryOrigin {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RetryOrigin::None => "none",
+            RetryOrigin::Proxy => "proxy",
+            RetryOrigin::Client => "client",
+        }
+    }
+}
+
+impl fmt::Display for RetryOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// === impl SessionHash ===
+
+impl SessionHash {
+    pub fn new(raw: &str) -> Self {
+        // std's RandomState is SipHash-1-3 keyed from OS randomness; one key per process.
+        static KEY: OnceLock<RandomState> = OnceLock::new();
+        let hash = KEY.get_or_init(RandomState::new).hash_one(raw);
+        SessionHash(format!("{hash:016x}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for SessionHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SessionHash({})", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+use super::*;
+use crate::telemetry::capture_json;
+
+const RAW_SESSION: &str = "3f2a9c1e-raw-session-id-7b";
+
+fn tool_call() -> CallRecord {
+    let mut r = CallRecord::new(
+        Arc::from("http://127.0.0.1:8000/mcp"),
+        "tools/call",
+        "7",
+        Outcome::ToolSuccess,
+        Duration::from_micros(12_500),
+    );
+    r.session = Some(SessionHash::new(RAW_SESSION));
+    r.client = Some("claude-code@1.2.3".into());
+    r.protocol_version = Some("2025-11-25".into());
+    r.tool = Some("echo".into());
+    r.http_statuses = vec![503, 200];
+    r.attempts = 2;
+    r.retry_origin = RetryOrigin::Proxy;
+    r.content_type = Some("text/event-stream".into());
+    r.sse_events = 3;
+    r
+}
+
+#[test]
+fn emit_writes_one_json_line_with_every_field() {
+    let (guard, logs) = capture_json();
+    tool_call().emit();
+    drop(guard);
+
+    assert_eq!(logs.text().lines().count(), 1, "{}", logs.text());
+    let lines = logs.json_lines_for(CALL_TARGET);
+    assert_eq!(lines.len(), 1);
+    let line = &lines[0];
+    assert_eq!(line["message"], "call");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line["outcome"], "TOOL_SUCCESS");
+    assert_eq!(line["layer"], "application");
+    assert_eq!(line["session"], hash_session(RAW_SESSION));
+    assert_eq!(line["client"], "claude-code@1.2.3");
+    assert_eq!(line["protocol_version"], "2025-11-25");
+    assert_eq!(line["method"], "tools/call");
+    assert_eq!(line["tool"], "echo");
+    assert_eq!(line["jsonrpc_id"], "7");
+    assert_eq!(line["attempts"], 2);
+    assert_eq!(line["http_statuses"], "503,200");
+    assert_eq!(line["content_type"], "text/event-stream");
+    assert_eq!(line["sse_events"], 3);
+    assert_eq!(line["retry_origin"], "proxy");
+    assert_eq!(line["duration_ms"], 12.5);
+    assert_eq!(line["upstream"], "http://127.0.0.1:8000/mcp");
+    assert!(line.get("timestamp").is_some());
+    // Absent options are left out rather than logged as null.
+    for absent in [
+        "error_code",
+        "error_message",
+        "error_message_len",
+        "result_type",
+    ] {
+        assert!(line.get(absent).is_none(), "{absent} in {line}");
+    }
+    assert!(!logs.text().contains(RAW_SESSION), "raw session id leaked");
+}
+
+#[test]
+fn error_message_is_logged_only_when_configured() {
+    let message = "bad input: secret-token-123";
+    let mut quiet = tool_call();
+    quiet.outcome = Outcome::JsonRpcError;
+    quiet.set_error(-32602, message, false);
+    let mut loud = quiet.clone();
+    loud.set_error(-32602, message, true);
+
+    let (guard, logs) = capture_json();
+    quiet.emit();
+    let quiet_text = logs.text();
+    loud.emit();
+    drop(guard);
+
+    let lines = logs.json_lines_for(CALL_TARGET);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["error_code"], -32602);
+    assert_eq!(lines[0]["error_message_len"], message.len());
+    assert_eq!(lines[0]["layer"], "protocol");
+    assert!(lines[0].get("error_message").is_none());
+    assert!(!quiet_text.contains("secret-token"), "{quiet_text}");
+    assert_eq!(lines[1]["error_message"], message);
+}
+
+#[test]
+fn session_hash_is_stable_short_hex_and_not_the_id() {
+    let a = hash_session(RAW_SESSION);
+    assert_eq!(a, hash_session(RAW_SESSION));
+    assert_ne!(a, hash_session("another-session"));
+    assert_eq!(a.len(), 16);
+    assert!(
+        a.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+    assert_eq!(
+        format!("{:?}", SessionHash::new(RAW_SESSION)),
+        format!("SessionHash({a})")
+    );
+}
+
+#[test]
+fn string_ids_keep_their_quotes() {
+    let (guard, logs) = capture_json();
+    CallRecord::new(
+        Arc::from("u"),
+        "ping",
+        "\"abc\"",
+        Outcome::Success,
+        Duration::ZERO,
+    )
+    .emit();
+    drop(guard);
+    let lines = logs.json_lines_for(CALL_TARGET);
+    assert_eq!(lines[0]["jsonrpc_id"], "\"abc\"");
+    assert_eq!(lines[0]["retry_origin"], "none");
+    assert_eq!(lines[0]["http_statuses"], "");
+}

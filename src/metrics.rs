@@ -1,0 +1,325 @@
+//! Every metric strata exports, declared once: names, HELP text, label names, buckets.
+//!
+//! The rest of the crate sees only [`Metrics`], [`CallHandles`], [`GaugeGuard`] and the label
+//! enums, never a `prometheus` type, so switching exposition crates touches this module only
+//! (reference/rust-style-and-crates.md §2.2). The registry is private to each [`Metrics`]:
+//! two proxies in one test process never share counters.
+
+use std::sync::Arc;
+
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+mod calls;
+mod labels;
+#[cfg(test)]
+mod tests;
+
+pub use calls::CallHandles;
+pub use labels::{
+    HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult, RetryReason,
+    SuppressReason,
+};
+
+use calls::{CallCache, CallFamilies};
+
+/// Histogram buckets for call durations, in seconds: the explicit boundaries OpenTelemetry's MCP
+/// semantic conventions give `mcp.client.operation.duration` and `mcp.server.operation.duration`,
+/// so dashboards built for those conventions line up with ours.
+pub const CALL_DURATION_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// All of strata's metrics, with a private registry. Build with [`Metrics::new`], share as
+/// `Arc<Metrics>`.
+pub struct Metrics {
+    registry: Registry,
+    calls: CallCache,
+    inflight: IntGauge,
+    sse_streams_open: IntGauge,
+    pending_resumable: IntGauge,
+    upstream_connect_errors: IntCounter,
+    response_bytes: IntCounter,
+    http_requests: [IntCounter; HttpMethod::COUNT],
+    limit_hits: [IntCounter; Limit::COUNT],
+    idempotent_replays: [IntCounter; ReplayResult::COUNT],
+    config_reloads: [IntCounter; ReloadResult::COUNT],
+}
+
+/// Registering a family failed: a name or label is invalid or declared twice. This can only
+/// come from a mistake in this file, and the unit tests build a `Metrics` to prove there is none.
+#[derive(Debug, thiserror::Error)]
+#[error("internal: cannot register metric family: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+/// Holds a gauge one higher for as long as it lives. Not `Clone`: each guard decrements once.
+#[must_use = "the gauge is decremented as soon as the guard is dropped"]
+pub struct GaugeGuard(IntGauge);
+
+/// A counter family whose label arity is part of its type, so a lookup with the wrong number
+/// of values does not compile (`with_label_values` would panic on a mismatch).
+struct CounterFamily<const N: usize>(IntCounterVec);
+
+/// As [`CounterFamily`], for histograms.
+struct HistogramFamily<const N: usize>(HistogramVec);
+
+// === impl Metrics ===
+
+impl Metrics {
+    /// Content type of [`Metrics::render`]'s output (Prometheus text format 0.0.4).
+    pub const CONTENT_TYPE: &'static str = prometheus::TEXT_FORMAT;
+
+    /// Registers every family in a fresh private registry.
+    ///
+    /// `max_methods` and `max_tools` cap the distinct `method` and `tool` label values taken
+    /// from traffic; later values are exported as `_other`. The empty tool (every method
+    /// other than tools/call) is not counted.
+    pub fn new(max_methods: usize, max_tools: usize) -> Result<Arc<Metrics>, MetricsError> {
+        let r = Registry::new();
+        let families = CallFamilies {
+            calls: CounterFamily::register(
+                &r,
+                "strata_calls_total",
+                "JSON-RPC requests classified, by method, tool, layer and outcome.",
+                ["method", "tool", "layer", "outcome"],
+            )?,
+            duration: HistogramFamily::register(
+                &r,
+                "strata_call_duration_seconds",
+                "Time from a JSON-RPC request's arrival to its outcome, in seconds.",
+                ["method", "tool", "outcome"],
+                &CALL_DURATION_BUCKETS,
+            )?,
+            retries: CounterFamily::register(
+                &r,
+                "strata_retries_total",
+                "Calls re-sent upstream by strata, by reason.",
+                ["method", "tool", "reason"],
+            )?,
+            suppressed: CounterFamily::register(
+                &r,
+                "strata_retries_suppressed_total",
+                "Retryable failures strata did not retry, by reason.",
+                ["method", "tool", "reason"],
+            )?,
+        };
+        let http_requests = CounterFamily::register(
+            &r,
+            "strata_http_requests_total",
+            "HTTP requests received from downstream, by HTTP method.",
+            ["method"],
+        )?;
+        let limit_hits = CounterFamily::register(
+            &r,
+            "strata_limit_hits_total",
+            "Times a named limit was reached, by limit.",
+            ["limit"],
+        )?;
+        let replays = CounterFamily::register(
+            &r,
+            "strata_idempotent_replays_total",
+            "Idempotency-Key lookups that did not reach the upstream, by result.",
+            ["result"],
+        )?;
+        let reloads = CounterFamily::register(
+            &r,
+            "strata_config_reloads_total",
+            "Config reload attempts, by result.",
+            ["result"],
+        )?;
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "strata_build_info",
+                "Always 1; the version strata was built from.",
+            ),
+            &["version"],
+        )?;
+        r.register(Box::new(build_info.clone()))?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+
+        Ok(Arc::new(Metrics {
+            calls: CallCache::new(families, max_methods, max_tools),
+            inflight: gauge(
+                &r,
+                "strata_inflight_calls",
+                "JSON-RPC requests received and not yet classified.",
+            )?,
+            sse_streams_open: gauge(
+                &r,
+                "strata_sse_streams_open",
+                "SSE response streams currently being forwarded to downstream.",
+            )?,
+            pending_resumable: gauge(
+                &r,
+                "strata_pending_resumable_calls",
+                "Calls whose resumable SSE stream closed early, awaiting a resumed stream.",
+            )?,
+            upstream_connect_errors: counter(
+                &r,
+                "strata_upstream_connect_errors_total",
+                "Failed attempts to open a connection to the upstream.",
+            )?,
+            response_bytes: counter(
+                &r,
+                "strata_response_bytes_total",
+                "Response body bytes forwarded from upstream to downstream.",
+            )?,
+            // Closed label sets are resolved up front: their series exist (at 0) from the
+            // first scrape, so `rate()` and alerts see them before the first event.
+            http_requests: HttpMethod::ALL.map(|m| http_requests.get([m.as_str()])),
+            limit_hits: Limit::ALL.map(|l| limit_hits.get([l.as_str()])),
+            idempotent_replays: ReplayResult::ALL.map(|x| replays.get([x.as_str()])),
+            config_reloads: ReloadResult::ALL.map(|x| reloads.get([x.as_str()])),
+            registry: r,
+        }))
+    }
+
+    /// Handles for one call's (method, tool) pair. `tool` is `params.name` for tools/call and
+    /// "" otherwise. Call once per JSON-RPC request, not per chunk.
+    pub fn call(&self, method: &str, tool: &str) -> CallHandles {
+        self.calls.handles(method, tool)
+    }
+
+    /// Counts a call as in flight until the guard drops.
+    pub fn inflight_guard(&self) -> GaugeGuard {
+        GaugeGuard::new(&self.inflight)
+    }
+
+    /// Counts an SSE response stream as open until the guard drops.
+    pub fn sse_stream_guard(&self) -> GaugeGuard {
+        GaugeGuard::new(&self.sse_streams_open)
+    }
+
+    /// Counts a call as awaiting a resumed SSE stream until the guard drops.
+    pub fn pending_resumable_guard(&self) -> GaugeGuard {
+        GaugeGuard::new(&self.pending_resumable)
+    }
+
+    pub fn upstream_connect_error(&self) {
+        self.upstream_connect_errors.inc();
+    }
+
+    pub fn http_request(&self, method: HttpMethod) {
+        self.http_requests[method as usize].inc();
+    }
+
+    /// Adds forwarded response bytes; cheap enough to call per chunk (one atomic add).
+    pub fn response_bytes(&self, n: u64) {
+        self.response_bytes.inc_by(n);
+    }
+
+    pub fn limit_hit(&self, limit: Limit) {
+        self.limit_hits[limit as usize].inc();
+    }
+
+    pub fn idempotent_replay(&self, result: ReplayResult) {
+        self.idempotent_replays[result as usize].inc();
+    }
+
+    pub fn config_reload(&self, result: ReloadResult) {
+        self.config_reloads[result as usize].inc();
+    }
+
+    /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).
+    ///
+    /// Families labelled by method and tool appear once they have a series, i.e. after the
+    /// first call. A family that fails to encode is left out (and logged) rather than failing
+    /// the whole scrape.
+    pub fn render(&self) -> String {
+        let encoder = TextEncoder::new();
+        let mut out = String::new();
+        for family in self.registry.gather() {
+            let mut one = String::new();
+            match encoder.encode_utf8(std::slice::from_ref(&family), &mut one) {
+                Ok(()) => out.push_str(&one),
+                Err(error) => {
+                    tracing::warn!(family = family.name(), %error, "metric family not rendered");
+                }
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> Result<IntCounter, MetricsError> {
+    let c = IntCounter::with_opts(Opts::new(name, help))?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, MetricsError> {
+    let g = IntGauge::with_opts(Opts::new(name, help))?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+// === impl GaugeGuard ===
+
+impl GaugeGuard {
+    fn new(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        GaugeGuard(gauge.clone())
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl std::fmt::Debug for GaugeGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("GaugeGuard").field(&self.0.get()).finish()
+    }
+}
+
+// === impl CounterFamily ===
+
+impl<const N: usize> CounterFamily<N> {
+    fn register(
+        r: &Registry,
+        name: &str,
+        help: &str,
+        labels: [&str; N],
+    ) -> Result<Self, MetricsError> {
+        let vec = IntCounterVec::new(Opts::new(name, help), &labels)?;
+        r.register(Box::new(vec.clone()))?;
+        Ok(CounterFamily(vec))
+    }
+
+    fn get(&self, values: [&str; N]) -> IntCounter {
+        self.0.with_label_values(&values)
+    }
+}
+
+// === impl HistogramFamily ===
+
+impl<const N: usize> HistogramFamily<N> {
+    fn register(
+        r: &Registry,
+        name: &str,
+        help: &str,
+        labels: [&str; N],
+        buckets: &[f64],
+    ) -> Result<Self, MetricsError> {
+        let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+        let vec = HistogramVec::new(opts, &labels)?;
+        r.register(Box::new(vec.clone()))?;
+        Ok(HistogramFamily(vec))
+    }
+
+    fn get(&self, values: [&str; N]) -> Histogram {
+        self.0.with_label_values(&values)
+    }
+}

@@ -14,7 +14,7 @@
 //! - A batch response to a single request is INVALID_ENVELOPE (mcp-protocol.md §1.11).
 //! - The first verdict for a request is final; later duplicates are ignored.
 
-use super::capture::{Captured, Envelope, Kind, MAX_SHORT_BYTES};
+use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES};
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
@@ -47,6 +47,8 @@ pub struct Verdict {
     pub error_code: Option<i64>,
     /// Length of `error.message` (its text is never kept by default).
     pub error_message_len: Option<usize>,
+    /// The first bytes of `error.message`, logged only when the operator asks for it.
+    pub error_message: Option<Captured<MAX_NAME_BYTES>>,
     pub result_type: Option<Captured<MAX_SHORT_BYTES>>,
 }
 
@@ -122,6 +124,7 @@ impl Verdict {
             outcome,
             error_code: None,
             error_message_len: None,
+            error_message: None,
             result_type: None,
         }
     }
@@ -132,6 +135,8 @@ impl Verdict {
             error_code: envelope::error_code(env),
             error_message_len: (env.error_message.kind == Kind::String)
                 .then(|| env.error_message.total_len()),
+            error_message: (env.error_message.kind == Kind::String)
+                .then(|| env.error_message.clone()),
             result_type: (env.result_type.kind == Kind::String).then(|| env.result_type.clone()),
         }
     }
@@ -322,11 +327,12 @@ impl Exchange {
     }
 
     /// Hands out verdicts reached since the last call (SSE: as final events arrive).
-    pub fn drain_settled(&mut self, mut f: impl FnMut(&Request, &Verdict)) {
-        for call in &mut self.correlator.calls {
+    /// `f` gets the request's index (its order in the POST body), the request and its verdict.
+    pub fn drain_settled(&mut self, mut f: impl FnMut(usize, &Request, &Verdict)) {
+        for (i, call) in self.correlator.calls.iter_mut().enumerate() {
             if let (Some(verdict), false) = (&call.verdict, call.reported) {
                 call.reported = true;
-                f(&call.request, verdict);
+                f(i, &call.request, verdict);
             }
         }
     }
@@ -343,8 +349,9 @@ impl Exchange {
         self.content
     }
 
-    /// The body ended: every request gets its resolution, in request order.
-    pub fn end(&mut self, how: BodyEnd) -> Vec<(Request, Resolution)> {
+    /// The body ended: every request not yet handed out by [`Exchange::drain_settled`] gets
+    /// its resolution, with its index.
+    pub fn end(&mut self, how: BodyEnd) -> Vec<(usize, Request, Resolution)> {
         if !self.ended {
             self.ended = true;
             self.settle_at_end(how);
@@ -355,7 +362,9 @@ impl Exchange {
         }
         std::mem::take(&mut self.correlator.calls)
             .into_iter()
-            .map(|call| {
+            .enumerate()
+            .filter(|(_, call)| !call.reported)
+            .map(|(i, call)| {
                 let resolution = match (call.verdict, &last_event_id) {
                     (Some(v), _) => Resolution::Final(v),
                     (None, Some(id)) => Resolution::Pending {
@@ -363,7 +372,7 @@ impl Exchange {
                     },
                     (None, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
                 };
-                (call.request, resolution)
+                (i, call.request, resolution)
             })
             .collect()
     }

@@ -28,7 +28,7 @@ fn run_split(req: &str, status: u16, ct: &str, body: &[u8], end: BodyEnd, step: 
     }
     ex.end(end)
         .into_iter()
-        .map(|(_, r)| match r {
+        .map(|(_, _, r)| match r {
             Resolution::Final(v) => R::O(v.outcome),
             Resolution::Pending { .. } => R::Pending,
         })
@@ -435,10 +435,10 @@ fn settled_verdicts_drain_as_events_arrive() {
     ex.response_head(200, ContentKind::Sse);
     ex.data(sse(&[PROGRESS]).as_bytes());
     let mut seen = Vec::new();
-    ex.drain_settled(|_, v| seen.push(v.outcome));
+    ex.drain_settled(|_, _, v| seen.push(v.outcome));
     assert!(seen.is_empty());
     ex.data(sse(&[GOOD]).as_bytes());
-    ex.drain_settled(|_, v| seen.push(v.outcome));
+    ex.drain_settled(|_, _, v| seen.push(v.outcome));
     assert_eq!(seen, vec![Outcome::ToolSuccess]);
     assert!(ex.all_settled());
     assert_eq!(ex.sse_events(), 2);
@@ -451,7 +451,7 @@ fn error_details_for_the_log() {
     ex.response_head(200, ContentKind::Json);
     ex.data(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"secret token abc"}}"#);
     let out = ex.end(BodyEnd::Complete);
-    let Resolution::Final(v) = &out[0].1 else {
+    let Resolution::Final(v) = &out[0].2 else {
         panic!()
     };
     assert_eq!(v.error_code, Some(-32602));

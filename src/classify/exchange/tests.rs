@@ -354,6 +354,18 @@ fn sse_resumable_stream_closed_early_is_pending() {
 }
 
 #[test]
+fn sse_stream_is_resumable_only_by_a_dispatched_nonempty_id() {
+    // Regression (found by tests/classify_props.rs): an id in an unfinished event, or an
+    // empty id, left the call pending although no client could resume with it.
+    let unfinished = format!("data: {PROGRESS}\n\nid: 42\ndata: {{\"jsonrpc\"");
+    assert_eq!(one(CALL, 200, SSE, &unfinished), Outcome::StreamIncomplete);
+    let reset = format!("id: p0\ndata: \n\nid:\ndata: {PROGRESS}\n\n");
+    assert_eq!(one(CALL, 200, SSE, &reset), Outcome::StreamIncomplete);
+    let priming_only = format!("id: p0\n\ndata: {PROGRESS}\n\n");
+    assert_eq!(run(CALL, 200, SSE, &priming_only, BodyEnd::Complete), vec![R::Pending]);
+}
+
+#[test]
 fn sse_malformed_event() {
     assert_eq!(
         one(CALL, 200, SSE, &sse(&["{oops", GOOD])),

@@ -362,7 +362,10 @@ fn sse_stream_is_resumable_only_by_a_dispatched_nonempty_id() {
     let reset = format!("id: p0\ndata: \n\nid:\ndata: {PROGRESS}\n\n");
     assert_eq!(one(CALL, 200, SSE, &reset), Outcome::StreamIncomplete);
     let priming_only = format!("id: p0\n\ndata: {PROGRESS}\n\n");
-    assert_eq!(run(CALL, 200, SSE, &priming_only, BodyEnd::Complete), vec![R::Pending]);
+    assert_eq!(
+        run(CALL, 200, SSE, &priming_only, BodyEnd::Complete),
+        vec![R::Pending]
+    );
 }
 
 #[test]

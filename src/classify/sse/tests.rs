@@ -124,8 +124,16 @@ fn last_event_id_is_set_at_dispatch_and_empty_resets_it() {
     assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("7"));
     assert_eq!(log.events[0].1.as_deref(), Some("7"));
     // An empty id resets it: the client resumes without Last-Event-ID.
-    for reset in [&b"id: 7\n\nid\n\n"[..], b"id: 7\n\nid:\n\n", b"id: 7\nid: \n\n"] {
+    for reset in [
+        &b"id: 7\n\nid\n\n"[..],
+        b"id: 7\n\nid:\n\n",
+        b"id: 7\nid: \n\n",
+    ] {
         let (_, framer) = every_split(reset);
-        assert!(framer.last_event_id().is_none(), "{:?}", String::from_utf8_lossy(reset));
+        assert!(
+            framer.last_event_id().is_none(),
+            "{:?}",
+            String::from_utf8_lossy(reset)
+        );
     }
 }

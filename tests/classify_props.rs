@@ -1124,6 +1124,7 @@ fn check_scanner(bytes: &[u8], cuts: &[usize]) -> Result<(), TestCaseError> {
     if bytes.len() < EVERY_SPLIT_BELOW {
         splits.extend((1..bytes.len()).map(|at| vec![at]));
     }
+    let (whole, _) = scan(bytes, &[]);
     for cuts in splits {
         let (verdict, seen) = scan(bytes, &cuts);
         prop_assert_eq!(
@@ -1134,6 +1135,8 @@ fn check_scanner(bytes: &[u8], cuts: &[usize]) -> Result<(), TestCaseError> {
             cuts,
             show()
         );
+        // The reason, too, must not depend on where the input was cut.
+        prop_assert_eq!(verdict, whole, "cuts {:?}: {}", cuts, show());
         if let (Ok(doc), Some(v)) = (verdict, &want) {
             let messages = v.as_array().map_or(1, Vec::len);
             prop_assert_eq!(doc.batch, v.is_array(), "{}", show());

@@ -154,10 +154,20 @@ impl SseFramer {
     pub fn feed<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
         if !self.bom_done {
             chunk = self.skip_bom(chunk);
+            let partial = usize::from(self.bom);
+            if self.bom_done && partial < BOM.len() {
+                // Part of a BOM, then something else: those bytes were content after all
+                // (a WHATWG client decodes them to U+FFFD in the first line).
+                self.feed_lines(&BOM[..partial], sink);
+            }
             if chunk.is_empty() {
                 return;
             }
         }
+        self.feed_lines(chunk, sink);
+    }
+
+    fn feed_lines<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
         if self.pending_cr {
             self.pending_cr = false;
             if chunk.first() == Some(&b'\n') {
@@ -198,8 +208,8 @@ impl SseFramer {
         let mut i = 0;
         while (self.bom as usize) < BOM.len() && i < chunk.len() {
             if chunk[i] != BOM[self.bom as usize] {
-                // Not a BOM: the bytes matched so far were content. Only a whole BOM is
-                // skipped, and a partial one can only be invalid UTF-8 in a field anyway.
+                // Not a BOM: the bytes matched so far were content (`feed` hands them on).
+                // Only a whole BOM is skipped.
                 self.bom_done = true;
                 return &chunk[i..];
             }

@@ -137,3 +137,17 @@ fn last_event_id_is_set_at_dispatch_and_empty_resets_it() {
         );
     }
 }
+
+#[test]
+fn a_partial_bom_is_content() {
+    // Regression (fuzz/sse_framer): the bytes of a partial BOM were dropped, so
+    // "\xEFdata:" read as a data line; a WHATWG client sees the field "\u{FFFD}data".
+    let (log, _) = every_split(b"\xEFdata: {\"id\":1}\n\ndata: {\"id\":2}\n\n");
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(log.events[0].2, vec!["2".to_string()]);
+    let (log, _) = every_split(b"\xEF\xBBdata: {\"id\":1}\n\n");
+    assert!(log.events.is_empty());
+    // A whole BOM is still skipped.
+    let (log, _) = every_split(b"\xEF\xBB\xBFdata: {\"id\":1}\n\n");
+    assert_eq!(log.events.len(), 1);
+}

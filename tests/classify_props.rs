@@ -911,7 +911,8 @@ enum Ev {
 struct Framing {
     /// Line ends: 0 LF, 1 CR, 2 CRLF, 3 mixed.
     eol: u8,
-    bom: bool,
+    /// 1: a BOM; 2, 3: only its first one or two bytes.
+    bom: u8,
     /// Per event: an `id:` line (value index into a small set), a comment, a retry line,
     /// an unknown field, `data:` without the space.
     seed: u64,
@@ -940,9 +941,10 @@ fn event(ids: &Ids) -> impl Strategy<Value = Ev> + use<> {
 }
 
 fn framing() -> impl Strategy<Value = Framing> {
+    let bom = prop_oneof![12 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
     (
         0u8..4,
-        prop::bool::weighted(0.1),
+        bom,
         any::<u64>(),
         prop::bool::weighted(0.15),
         0u8..3,
@@ -962,9 +964,13 @@ fn render_sse(events: &[Ev], framing: &Framing, style: Style) -> Vec<u8> {
         ..style
     });
     let mut out = Vec::new();
-    if framing.bom {
-        out.extend_from_slice(&[0xEF, 0xBB, 0xBF]);
-    }
+    let bom: &[u8] = match framing.bom {
+        1 => &[0xEF, 0xBB, 0xBF],
+        2 => &[0xEF],
+        3 => &[0xEF, 0xBB],
+        _ => &[],
+    };
+    out.extend_from_slice(bom);
     let line = |out: &mut Vec<u8>, rng: &mut Printer, text: &[u8]| {
         out.extend_from_slice(text);
         let eol = if framing.eol == 3 {

@@ -15,7 +15,6 @@
 //!
 //! A top-level array is a batch (2025-03-26): each element is one message.
 
-
 use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS};
 
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
@@ -762,7 +761,10 @@ fn string_run(seg: &[u8]) -> (usize, bool) {
         high |= w;
         let stops = stop_bits(w);
         if stops != 0 {
-            return (base + (stops.trailing_zeros() / 8) as usize, high & HIGHS != 0);
+            return (
+                base + (stops.trailing_zeros() / 8) as usize,
+                high & HIGHS != 0,
+            );
         }
         base += 8;
     }

@@ -16,7 +16,7 @@ use strata::classify::Outcome;
 use strata::classify::exchange::BodyEnd;
 use strata::classify::json::{Document, JsonScanner, Malformed};
 
-const DEFAULT_CASES: u32 = 512;
+const DEFAULT_CASES: u32 = 1024;
 /// Bodies shorter than this are also checked at every single split point.
 const EVERY_SPLIT_BELOW: usize = 300;
 

@@ -2,5 +2,6 @@
 pub mod admin;
 pub mod calllog;
 pub mod classify;
+pub mod config;
 pub mod metrics;
 pub mod telemetry;

@@ -2,6 +2,7 @@
 pub mod admin;
 pub mod calllog;
 pub mod classify;
+pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod telemetry;

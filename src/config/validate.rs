@@ -12,8 +12,9 @@ use serde_saphyr::Spanned;
 use super::error::{ConfigError, ConfigErrors, Position, quoted};
 use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawTimeouts, RawUpstreamTls};
 use super::sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE,
-    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, LogFormat, MAX_HEADER_BYTES_RANGE,
+    MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts,
+    UpstreamTls,
 };
 use super::units::{self, Zero};
 use super::{Config, Overrides, Upstream};
@@ -45,9 +46,8 @@ pub(super) fn validate(
     };
 
     // Flags replace file values before validation, so a bad value the flag hides is moot.
-    let listen_at =
-        (overrides.listen.is_none()).then(|| raw.listen.as_ref().and_then(Position::of));
-    let admin_at = (overrides.admin.is_none()).then(|| raw.admin.as_ref().and_then(Position::of));
+    let listen_from = Origin::of(overrides.listen.is_some(), raw.listen.as_ref());
+    let admin_from = Origin::of(overrides.admin.is_some(), raw.admin.as_ref());
     let listen = overrides
         .listen
         .unwrap_or_else(|| v.parse(raw.listen, "listen", DEFAULT_LISTEN, socket_addr));
@@ -60,13 +60,10 @@ pub(super) fn validate(
     });
     let upstream_tls = v.upstream_tls(raw.upstream_tls.unwrap_or_default());
     let timeouts = v.timeouts(raw.timeouts.unwrap_or_default());
-    let mut log = v.log(raw.log.unwrap_or_default());
-    if let Some(format) = overrides.log_format {
-        log.format = format;
-    }
+    let log = v.log(raw.log.unwrap_or_default(), overrides.log_format);
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
     let limits = v.limits(raw.limits.unwrap_or_default());
-    v.check_distinct(listen, listen_at.flatten(), admin, admin_at.flatten());
+    v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
         (None, Some(upstream)) => Ok(Config {
@@ -201,12 +198,15 @@ impl Validator<'_> {
         }
     }
 
-    fn log(&mut self, raw: RawLog) -> LogConfig {
+    fn log(&mut self, raw: RawLog, format_flag: Option<LogFormat>) -> LogConfig {
         let d = LogConfig::default();
         LogConfig {
-            format: self.parse(raw.format, "log.format", d.format, |s| {
-                s.parse().map_err(|e| format!("{e}"))
-            }),
+            format: match format_flag {
+                Some(format) => format,
+                None => self.parse(raw.format, "log.format", d.format, |s| {
+                    s.parse().map_err(|e| format!("{e}"))
+                }),
+            },
             level: self.parse(raw.level, "log.level", d.level, |s| {
                 if s.trim().is_empty() {
                     return Err(
@@ -252,14 +252,10 @@ impl Validator<'_> {
     }
 
     /// The proxy and admin listeners cannot share a port: the second bind would fail at
-    /// startup, after `check-config` said the file was fine.
-    fn check_distinct(
-        &mut self,
-        listen: SocketAddr,
-        listen_at: Option<Position>,
-        admin: SocketAddr,
-        admin_at: Option<Position>,
-    ) {
+    /// startup, after `check-config` said the file was fine. The error points at the admin
+    /// address if the user set it, since that is the one more likely to be moved.
+    fn check_distinct(&mut self, listen: (SocketAddr, Origin), admin: (SocketAddr, Origin)) {
+        let ((listen, listen_from), (admin, admin_from)) = (listen, admin);
         let overlapping_ip = listen.ip() == admin.ip()
             || listen.ip().is_unspecified()
             || admin.ip().is_unspecified();
@@ -268,12 +264,36 @@ impl Validator<'_> {
             return;
         }
         let message = format!("listen ({listen}) and admin ({admin}) would bind the same port");
-        match (admin_at, listen_at) {
-            (Some(at), _) => self.report(Some(at), format!("admin: {message}")),
-            (None, Some(at)) => self.report(Some(at), format!("listen: {message}")),
-            (None, None) => self.errors.push(ConfigError::on_command_line(format!(
-                "--listen/--admin: {message}"
-            ))),
+        let (origin, key) = match admin_from {
+            Origin::Default => (listen_from, "listen"),
+            _ => (admin_from, "admin"),
+        };
+        match origin {
+            Origin::Flag => {
+                let error = ConfigError::on_command_line(format!("--{key}: {message}"));
+                self.errors.push(error);
+            }
+            Origin::File(at) => self.report(at, format!("{key}: {message}")),
+            // The two defaults differ, so this cannot happen; report it rather than assume.
+            Origin::Default => self.report(None, format!("{key}: {message}")),
+        }
+    }
+}
+
+/// Where a listener address came from, to blame the right place for a clash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Default,
+    File(Option<Position>),
+    Flag,
+}
+
+impl Origin {
+    fn of(flag_given: bool, raw: Option<&Spanned<String>>) -> Self {
+        match (flag_given, raw) {
+            (true, _) => Self::Flag,
+            (false, Some(raw)) => Self::File(Position::of(raw)),
+            (false, None) => Self::Default,
         }
     }
 }

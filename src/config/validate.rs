@@ -160,9 +160,10 @@ impl Validator<'_> {
 
     fn timeouts(&mut self, raw: RawTimeouts) -> Timeouts {
         let d = Timeouts::default();
+        // Only `Zero::MeansOff` yields `None`, so the `unwrap_or_default` never fires.
         let mut required = |raw, path, default, zero| {
             self.parse(raw, path, default, |s| {
-                units::duration_setting(s, zero).map(|d| d.unwrap_or_default())
+                units::duration_setting(s, zero).map(Option::unwrap_or_default)
             })
         };
         let connect = required(raw.connect, "timeouts.connect", d.connect, Zero::Rejected);

@@ -186,11 +186,19 @@ fn single_errors_with_positions() {
         ),
         (
             "upstream: http://h:1\ntimeouts: 5s\n",
-            "t.yaml:2:11: timeouts: expected mapping start",
+            "t.yaml:2:11: timeouts: expected a mapping of keys to values",
         ),
         (
             "upstream: [http://h:1]\n",
-            "t.yaml:1:11: upstream: expected string scalar",
+            "t.yaml:1:11: upstream: expected a single value, not a list or mapping",
+        ),
+        (
+            "upstream: http://h:1\nmetrics: {max_tools: [1]}\n",
+            "t.yaml:2:22: metrics.max_tools: expected a single value, not a list or mapping",
+        ),
+        (
+            "- upstream\n",
+            "t.yaml:1:1: expected a mapping of keys to values",
         ),
         // YAML that is not even a document, and duplicate keys.
         ("upstream: 'http://h:1\n", "t.yaml:1:11: unclosed quote"),

@@ -129,7 +129,18 @@ fn yaml_error(error: &serde_saphyr::Error, text: &str, file_name: &str) -> Confi
     {
         inner = error;
     }
-    let message = error::sanitized(&UserMessageFormatter.format_message(inner));
+    // serde-saphyr words type errors in parser terms; say what the user should write instead.
+    let message = match inner {
+        serde_saphyr::Error::Unexpected {
+            expected: "string scalar",
+            ..
+        } => "expected a single value, not a list or mapping".to_owned(),
+        serde_saphyr::Error::Unexpected {
+            expected: "mapping start",
+            ..
+        } => "expected a mapping of keys to values".to_owned(),
+        other => error::sanitized(&UserMessageFormatter.format_message(other)),
+    };
     let position = error.location().and_then(Position::from_location);
     let message = match position.and_then(|at| locate::key_path(text, at)) {
         Some(path) => format!("{path}: {message}"),

@@ -17,11 +17,13 @@ mod units;
 mod upstream;
 mod validate;
 
+/// Re-exported so config users need not know telemetry owns the type.
+pub use crate::telemetry::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
 pub use sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, LogFormat,
-    MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig,
-    REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord, UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, MAX_HEADER_BYTES_RANGE,
+    MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts,
+    TlsRoots, UnknownWord, UpstreamTls,
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::telemetry::LogFormat;
+
 /// Where the agent connects.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
 /// Where `/metrics`, `/healthz` and `/readyz` are served; loopback so metrics are not exposed
@@ -82,20 +84,11 @@ pub struct Timeouts {
 pub struct LogConfig {
     pub format: LogFormat,
     /// A `tracing_subscriber::EnvFilter` directive string; checked to parse at validation.
+    /// `RUST_LOG`, when set, replaces it at startup (`telemetry::init`).
     pub level: String,
     /// Log JSON-RPC error message text. Off by default: messages can echo tool arguments, so
     /// only their length is logged.
     pub error_messages: bool,
-}
-
-/// Log line format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum LogFormat {
-    /// One JSON object per line, for log shippers.
-    #[default]
-    Json,
-    /// Human-readable, for terminals.
-    Pretty,
 }
 
 /// Caps on label cardinality.
@@ -198,29 +191,6 @@ impl Default for LogConfig {
     }
 }
 
-// === impl LogFormat ===
-
-impl LogFormat {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::Pretty => "pretty",
-        }
-    }
-}
-
-impl FromStr for LogFormat {
-    type Err = UnknownWord;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "json" => Ok(Self::Json),
-            "pretty" => Ok(Self::Pretty),
-            _ => Err(UnknownWord::new(s, "json, pretty")),
-        }
-    }
-}
-
 // === impl MetricsConfig ===
 
 impl Default for MetricsConfig {
@@ -246,7 +216,7 @@ impl Default for Limits {
 // === impl UnknownWord ===
 
 impl UnknownWord {
-    fn new(value: &str, expected: &'static str) -> Self {
+    pub(super) fn new(value: &str, expected: &'static str) -> Self {
         Self {
             value: value.to_owned(),
             expected,

@@ -12,12 +12,12 @@ use serde_saphyr::Spanned;
 use super::error::{ConfigError, ConfigErrors, Position, quoted};
 use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawTimeouts, RawUpstreamTls};
 use super::sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, LogFormat, MAX_HEADER_BYTES_RANGE,
-    MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE,
+    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, UnknownWord,
     UpstreamTls,
 };
 use super::units::{self, Zero};
-use super::{Config, Overrides, Upstream};
+use super::{Config, LogFormat, Overrides, Upstream};
 
 /// Where the raw config came from.
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +205,9 @@ impl Validator<'_> {
             format: match format_flag {
                 Some(format) => format,
                 None => self.parse(raw.format, "log.format", d.format, |s| {
-                    s.parse().map_err(|e| format!("{e}"))
+                    // Worded like our other enum words rather than telemetry's parse error.
+                    s.parse()
+                        .map_err(|_| UnknownWord::new(s, "json, pretty").to_string())
                 }),
             },
             level: self.parse(raw.level, "log.level", d.level, |s| {

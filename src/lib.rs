@@ -4,3 +4,4 @@ pub mod calllog;
 pub mod classify;
 pub mod metrics;
 pub mod telemetry;
+pub mod testbed;

@@ -843,3 +843,56 @@ async fn graceful_shutdown_ends_open_streams() {
             .is_err()
     );
 }
+
+/// The testbed and the classifier agree: each scenario's first call, fed through
+/// `classify::exchange` as the proxy would feed it, gets the scenario's `expected_outcome`.
+/// `sse_resumable` on its own is `Pending` (its events carry ids), which becomes
+/// STREAM_INCOMPLETE when no resumed GET arrives in time.
+#[tokio::test]
+async fn classifier_agrees_with_the_catalogue() {
+    use strata::classify::exchange::{BodyEnd, ContentKind, Exchange, Resolution};
+    use strata::classify::request::RequestInspector;
+
+    let bed = start().await;
+    let sid = bed.initialize().await;
+    for modern in [false, true] {
+        for s in SCENARIOS.iter().filter(|s| !(modern && s.legacy_only)) {
+            let body = call_body(
+                json!(1),
+                s.tool,
+                json!({"ms": 5, "bytes": 100_000, "count": 2, "interval_ms": 5}),
+            );
+            let mut inspector = RequestInspector::new();
+            inspector.feed(body.to_string().as_bytes(), 1 << 20);
+            let inspected = inspector.finish();
+            let mut exchange = Exchange::new(inspected.requests, inspected.batch);
+
+            let resp = if modern {
+                bed.post(&[("mcp-protocol-version", MODERN)], &body).await
+            } else {
+                bed.post(&session_headers(&sid), &body).await
+            };
+            let ct = resp
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.as_bytes());
+            exchange.response_head(resp.status().as_u16(), ContentKind::from_header(ct));
+            let (chunks, broke) = frames(resp).await;
+            chunks.iter().for_each(|c| exchange.data(c));
+            let mut got = Vec::new();
+            exchange.drain_settled(|_, _, v| got.push(v.outcome.as_str()));
+            let how = if broke {
+                BodyEnd::UpstreamError
+            } else {
+                BodyEnd::Complete
+            };
+            for (_, _, resolution) in exchange.end(how) {
+                got.push(match resolution {
+                    Resolution::Final(v) => v.outcome.as_str(),
+                    Resolution::Pending { .. } => "STREAM_INCOMPLETE",
+                });
+            }
+            assert_eq!(got, [s.expected_outcome], "{} (2026 era: {modern})", s.tool);
+        }
+    }
+}

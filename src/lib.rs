@@ -6,3 +6,4 @@ pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod telemetry;
+pub mod testbed;

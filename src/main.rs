@@ -1,1 +1,72 @@
-fn main() {}
+//! The `strata` binary: parse the CLI, set up logging, run. Exit codes: 0 done, 1 failed to
+//! start or run, 2 invalid configuration.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use strata::cli::{self, Cli, Command, EXIT_CONFIG_INVALID};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        return cli::check_config(file, &mut std::io::stdout(), &mut std::io::stderr());
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("strata: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Some(Command::Demo) => runtime.block_on(strata::demo::run()),
+        Some(Command::Testbed { listen }) => runtime.block_on(strata::demo::testbed(listen)),
+        Some(Command::CheckConfig { .. }) | None => {
+            let config = match cli.run.load_config() {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::from(EXIT_CONFIG_INVALID);
+                }
+            };
+            if let Err(err) = strata::telemetry::init(config.log.format, &config.log.level) {
+                eprintln!("strata: {err}");
+                return ExitCode::FAILURE;
+            }
+            match runtime.block_on(strata::app::run(&config, shutdown_signal())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("strata: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// SIGTERM (Kubernetes) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -759,17 +759,17 @@ async fn every_scenario_is_served() {
                 continue;
             }
             let (_, headers, bytes) = read(resp).await;
-            if content_type(&headers) == Some("application/json") {
-                if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-                    let msg = v["error"]["message"].as_str().unwrap_or("");
-                    assert!(
-                        !msg.contains("Unknown tool") && !msg.contains("not implemented"),
-                        "{}",
-                        s.tool
-                    );
-                    if modern && s.legacy_only {
-                        assert_eq!(v["error"]["code"], -32602, "{}", s.tool);
-                    }
+            if content_type(&headers) == Some("application/json")
+                && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+            {
+                let msg = v["error"]["message"].as_str().unwrap_or("");
+                assert!(
+                    !msg.contains("Unknown tool") && !msg.contains("not implemented"),
+                    "{}",
+                    s.tool
+                );
+                if modern && s.legacy_only {
+                    assert_eq!(v["error"]["code"], -32602, "{}", s.tool);
                 }
             }
         }

@@ -104,12 +104,12 @@ impl Number {
 /// fits i64 or u64; otherwise a float.
 fn number(token: &[u8]) -> Option<Number> {
     let text = std::str::from_utf8(token).ok()?;
-    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-        if let Ok(i) = text.parse::<i128>() {
-            if i >= i128::from(i64::MIN) && i <= i128::from(u64::MAX) {
-                return Some(Number::Int(i));
-            }
-        }
+    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
+        && let Ok(i) = text.parse::<i128>()
+        && i >= i128::from(i64::MIN)
+        && i <= i128::from(u64::MAX)
+    {
+        return Some(Number::Int(i));
     }
     text.parse::<f64>().ok().map(Number::Float)
 }

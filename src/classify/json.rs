@@ -215,6 +215,11 @@ impl JsonScanner {
         &self.envelope
     }
 
+    /// The top-level value is an array (a batch), as far as the scan got.
+    pub fn is_batch(&self) -> bool {
+        self.batch
+    }
+
     /// True once any non-whitespace byte was seen.
     pub fn started(&self) -> bool {
         self.started

@@ -350,7 +350,7 @@ fn human_size(bytes: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     UNITS
         .iter()
-        .find(|(unit, _)| bytes >= *unit && bytes % unit == 0)
+        .find(|(unit, _)| bytes >= *unit && bytes.is_multiple_of(*unit))
         .map_or_else(
             || bytes.to_string(),
             |(unit, name)| format!("{}{name}", bytes / unit),

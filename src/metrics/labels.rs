@@ -119,6 +119,8 @@ label_enum! {
         ReplayBuffer => "replay_buffer",
         /// The table of calls awaiting a resumed SSE stream was full.
         PendingCalls => "pending_calls",
+        /// A 2025-03-26 batch held more requests than are classified.
+        BatchRequests => "batch_requests",
     }
 }
 

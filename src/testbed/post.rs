@@ -147,10 +147,10 @@ pub(crate) async fn handle(tb: &Arc<Testbed>, req: Request<IncomingBody>) -> Res
 }
 
 async fn legacy(tb: &Arc<Testbed>, headers: &HeaderMap, msg: Incoming) -> Response<Body> {
-    if let Incoming::Request { id, method, params } = &msg {
-        if method == "initialize" {
-            return initialize(tb, id, params);
-        }
+    if let Incoming::Request { id, method, params } = &msg
+        && method == "initialize"
+    {
+        return initialize(tb, id, params);
     }
     let session = match require_session(tb, headers) {
         Ok(session) => session,

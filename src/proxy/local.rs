@@ -1,0 +1,72 @@
+//! Answers strata writes itself, when there is no upstream answer to forward. Each says which
+//! side failed (header `x-strata-error`) and carries a JSON-RPC error body with a null id (the
+//! SDK clients read a JSON-RPC error from a non-2xx body: mcp-protocol.md §7).
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::body::{BodySink, ProxyBody};
+
+/// Why strata answered itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LocalError {
+    /// The agent's request target could not be forwarded (downstream side; not retryable).
+    BadRequestTarget,
+    /// No connection to the upstream (upstream side; nothing was sent, a retry is safe).
+    UpstreamConnect,
+    /// The upstream connection broke before a response head (upstream side; the request may
+    /// have been processed, so a retry is safe only for idempotent calls).
+    UpstreamBroken,
+    /// No response head within `timeouts.response_head` (upstream side; same as above).
+    UpstreamTimeout,
+}
+
+impl LocalError {
+    pub(super) fn status(self) -> StatusCode {
+        match self {
+            LocalError::BadRequestTarget => StatusCode::BAD_REQUEST,
+            LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
+            LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// The `x-strata-error` value: `side:reason`.
+    pub(super) fn code(self) -> &'static str {
+        match self {
+            LocalError::BadRequestTarget => "downstream:bad_request_target",
+            LocalError::UpstreamConnect => "upstream:connect_error",
+            LocalError::UpstreamBroken => "upstream:reset_before_response",
+            LocalError::UpstreamTimeout => "upstream:response_head_timeout",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            LocalError::BadRequestTarget => "strata: the request target cannot be forwarded",
+            LocalError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
+            LocalError::UpstreamBroken => {
+                "strata: the MCP server (upstream) closed the connection before responding"
+            }
+            LocalError::UpstreamTimeout => {
+                "strata: the MCP server (upstream) sent no response in time"
+            }
+        }
+    }
+}
+
+/// The response for a local error.
+pub(super) fn response<S: BodySink>(why: LocalError) -> Response<ProxyBody<S>> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32000,"message":"{}"}}}}"#,
+        why.message()
+    );
+    let mut response = Response::new(ProxyBody::local(body));
+    *response.status_mut() = why.status();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("x-strata-error", HeaderValue::from_static(why.code()));
+    response
+}

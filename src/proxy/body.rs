@@ -1,13 +1,19 @@
 //! Body wrappers on the data path. Each forwards frames unchanged and only *shows* the bytes
 //! to a sink (borrowed, never held): the proxy never buffers a body here.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+/// Errors of bodies on the data path (hyper's, or strata's idle timeout).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How an observed body ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,12 +108,70 @@ where
     }
 }
 
+/// The upstream went quiet for longer than `timeouts.body_idle`.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream body idle for more than {0:?}")]
+pub struct IdleTimeout(Duration);
+
+/// The upstream's response body, cut when it stays silent past an optional idle limit (off
+/// by default: quiet SSE streams are normal). The timer runs only while strata waits for the
+/// upstream, never while a slow agent holds the stream back (the body is not polled then).
+pub struct UpstreamBody {
+    inner: Incoming,
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+}
+
 /// The body strata sends to the agent: the upstream's, observed, or one strata wrote itself
 /// (its own 502/504 answers).
 pub enum ProxyBody<S: BodySink> {
-    Observed(ObservedBody<Incoming, S>),
-    Plain(Incoming),
+    Observed(ObservedBody<UpstreamBody, S>),
+    Plain(UpstreamBody),
     Local(Full<Bytes>),
+}
+
+// === impl UpstreamBody ===
+
+impl UpstreamBody {
+    pub fn new(inner: Incoming, idle: Option<Duration>) -> Self {
+        let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        UpstreamBody { inner, idle }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some((limit, sleep)) = this.idle.as_mut() {
+                    sleep.as_mut().reset(Instant::now() + *limit);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+            }
+            Poll::Pending => {
+                if let Some((limit, sleep)) = this.idle.as_mut()
+                    && sleep.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Some(Err(Box::new(IdleTimeout(*limit)))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 // === impl ProxyBody ===
@@ -120,12 +184,12 @@ impl<S: BodySink> ProxyBody<S> {
 
 impl<S: BodySink> Body for ProxyBody<S> {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         // SAFETY-free pin projection: every variant is Unpin (Incoming, Full, and
         // ObservedBody over them), so the enum is Unpin too.
         match self.get_mut() {

@@ -12,6 +12,7 @@ use crate::classify::{Kind, Outcome};
 use crate::metrics::{GaugeGuard, Metrics};
 
 use super::body::{BodyEnd, BodySink};
+use super::clients::SessionClients;
 use super::resume::{Parked, ResumeRegistry};
 
 /// What every tracker of one proxy shares.
@@ -21,6 +22,7 @@ pub struct CallContext {
     pub upstream: Arc<str>,
     pub log_error_messages: bool,
     pub resume: Arc<ResumeRegistry>,
+    pub clients: SessionClients,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -39,6 +41,8 @@ pub struct CallTracker {
     meta: Vec<CallMeta>,
     /// The raw `Mcp-Session-Id`, to park a call whose resumable stream closed early.
     session: Option<Arc<str>>,
+    /// The session's client, as its initialize named it.
+    client: Option<Arc<str>>,
     protocol_version: Option<Box<str>>,
     status: Option<u16>,
     content_type: Option<Box<str>>,
@@ -60,11 +64,13 @@ impl CallTracker {
         let inflight = (0..meta.len())
             .map(|_| ctx.metrics.inflight_guard())
             .collect();
+        let client = session.as_deref().and_then(|s| ctx.clients.get(s));
         CallTracker {
             ctx,
             exchange,
             meta,
             session,
+            client,
             protocol_version,
             status: None,
             content_type: None,
@@ -76,6 +82,21 @@ impl CallTracker {
 
     pub fn is_empty(&self) -> bool {
         self.exchange.is_empty()
+    }
+
+    /// An initialize in this exchange named its client, and the response assigned a session:
+    /// remember the pair for the session's later calls.
+    pub fn learn_session(&mut self, assigned: &str) {
+        let named = self
+            .exchange
+            .requests()
+            .find(|r| r.method.is_string("initialize") && r.client.kind == Kind::String);
+        if let Some(request) = named {
+            let client = request.client.text_lossy();
+            self.ctx.clients.remember(assigned, &client);
+            self.client = Some(Arc::from(&*client));
+            self.session = Some(Arc::from(assigned));
+        }
     }
 
     /// The upstream's response head arrived.
@@ -167,6 +188,7 @@ impl CallTracker {
         statuses.extend(self.status);
         let facts = Facts {
             session: self.session.as_deref(),
+            client: self.client.as_deref(),
             protocol_version: self.protocol_version.as_deref(),
             content_type: self.content_type.as_deref(),
             statuses,
@@ -206,6 +228,7 @@ impl Drop for CallTracker {
 /// What the log record says about the exchange(s) behind a call.
 pub(super) struct Facts<'a> {
     pub session: Option<&'a str>,
+    pub client: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
     pub content_type: Option<&'a str>,
     pub statuses: Vec<u16>,
@@ -235,7 +258,16 @@ pub(super) fn record_call(
         duration,
     );
     record.session = facts.session.map(SessionHash::new);
-    record.protocol_version = facts.protocol_version.map(str::to_owned);
+    // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
+    record.client = match request.client.kind {
+        Kind::String => Some(request.client.text_lossy().into_owned()),
+        _ => facts.client.map(str::to_owned),
+    };
+    record.protocol_version = match facts.protocol_version {
+        Some(header) => Some(header.to_owned()),
+        None => (request.protocol_version.kind == Kind::String)
+            .then(|| request.protocol_version.text_lossy().into_owned()),
+    };
     record.tool = (request.tool.kind == Kind::String).then(|| tool.into_owned());
     record.http_statuses = facts.statuses;
     record.content_type = facts.content_type.map(str::to_owned);

@@ -23,8 +23,8 @@ use super::body::ObservedBody;
 use super::inspect::InspectSink;
 
 /// The body strata sends upstream: the agent's, observed by the request inspector.
-pub type UpstreamBody = ObservedBody<Incoming, InspectSink>;
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+pub type RequestBody = ObservedBody<Incoming, InspectSink>;
+pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Idle pooled connections are closed after this (below common server keep-alive limits of
 /// 60–120 s would race; hyper retries a request that hit a connection closed while idle).

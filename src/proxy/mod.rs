@@ -4,6 +4,7 @@
 mod body;
 mod call;
 pub mod client;
+mod clients;
 mod forward;
 mod inspect;
 mod local;
@@ -25,7 +26,7 @@ use crate::classify::exchange::Exchange;
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
 
-pub use body::{BodyEnd, BodySink, ObservedBody, ProxyBody};
+pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody};
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use resume::ResumeRegistry;
@@ -50,6 +51,7 @@ pub struct Proxy {
     authority: Authority,
     rewrite_host: bool,
     response_head_timeout: Duration,
+    body_idle: Option<Duration>,
     inspect_cap: usize,
 }
 
@@ -68,6 +70,7 @@ impl Proxy {
             upstream,
             log_error_messages: config.log.error_messages,
             resume: ResumeRegistry::new(config.timeouts.resume_window),
+            clients: clients::SessionClients::default(),
         });
         Ok(Arc::new(Proxy {
             client,
@@ -76,6 +79,7 @@ impl Proxy {
             authority: config.upstream.authority.clone(),
             rewrite_host: config.host_header == HostHeader::Upstream,
             response_head_timeout: config.timeouts.response_head,
+            body_idle: config.timeouts.body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
         }))
     }
@@ -99,9 +103,13 @@ impl Proxy {
             .metrics
             .http_request(HttpMethod::from_http(req.method()));
         let (mut parts, body) = req.into_parts();
+        let method = parts.method.clone();
 
         let session: Option<Arc<str>> = header_str(&parts.headers, SESSION).map(Arc::from);
         let protocol_version = header_str(&parts.headers, PROTOCOL_VERSION).map(Box::from);
+        let ended_session = (method == Method::DELETE)
+            .then(|| session.clone())
+            .flatten();
 
         // What this exchange may classify: a POST's requests, or parked calls a resumed
         // stream may answer (GET + Last-Event-ID on a session).
@@ -183,6 +191,7 @@ impl Proxy {
         forward::strip_hop_by_hop(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
         parts.version = Version::HTTP_11;
+        let body = UpstreamBody::new(body, self.body_idle);
         let body = match waiting.take_tracker() {
             Some(mut tracker) => {
                 let content_type = parts
@@ -190,9 +199,20 @@ impl Proxy {
                     .get(header::CONTENT_TYPE)
                     .map(HeaderValue::as_bytes);
                 tracker.response_head(parts.status.as_u16(), content_type);
+                if let Some(assigned) = header_str(&parts.headers, SESSION) {
+                    tracker.learn_session(assigned);
+                }
                 ProxyBody::Observed(ObservedBody::new(body, tracker))
             }
-            None => ProxyBody::Plain(body),
+            None => {
+                if method == Method::DELETE
+                    && parts.status.is_success()
+                    && let Some(session) = &ended_session
+                {
+                    self.ctx.clients.forget(session);
+                }
+                ProxyBody::Plain(body)
+            }
         };
         Ok(Response::from_parts(parts, body))
     }

@@ -154,8 +154,10 @@ impl ResumeRegistry {
 
 /// Records a parked call's final verdict.
 pub(super) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
+    let client = ctx.clients.get(&parked.session);
     let facts = Facts {
         session: Some(&parked.session),
+        client: client.as_deref(),
         protocol_version: parked.protocol_version.as_deref(),
         content_type: parked.content_type.as_deref(),
         statuses: parked.meta.statuses.clone(),

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
+
+use crate::metrics::Metrics;
 
 /// Errors of bodies on the data path (hyper's, or strata's idle timeout).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -119,6 +122,7 @@ pub struct IdleTimeout(Duration);
 pub struct UpstreamBody {
     inner: Incoming,
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    metrics: Arc<Metrics>,
 }
 
 /// The body strata sends to the agent: the upstream's, observed, or one strata wrote itself
@@ -132,9 +136,13 @@ pub enum ProxyBody<S: BodySink> {
 // === impl UpstreamBody ===
 
 impl UpstreamBody {
-    pub fn new(inner: Incoming, idle: Option<Duration>) -> Self {
+    pub fn new(inner: Incoming, idle: Option<Duration>, metrics: Arc<Metrics>) -> Self {
         let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
-        UpstreamBody { inner, idle }
+        UpstreamBody {
+            inner,
+            idle,
+            metrics,
+        }
     }
 }
 
@@ -149,6 +157,11 @@ impl Body for UpstreamBody {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
+                if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
+                    && let Some(data) = data
+                {
+                    this.metrics.response_bytes(data.len() as u64);
+                }
                 if let Some((limit, sleep)) = this.idle.as_mut() {
                     sleep.as_mut().reset(Instant::now() + *limit);
                 }

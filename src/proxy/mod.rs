@@ -191,7 +191,7 @@ impl Proxy {
         forward::strip_hop_by_hop(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
         parts.version = Version::HTTP_11;
-        let body = UpstreamBody::new(body, self.body_idle);
+        let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
         let body = match waiting.take_tracker() {
             Some(mut tracker) => {
                 let content_type = parts

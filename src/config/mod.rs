@@ -11,6 +11,7 @@ use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 mod error;
 mod locate;
+mod policy;
 mod raw;
 mod sections;
 mod units;
@@ -20,6 +21,9 @@ mod validate;
 /// Re-exported so config users need not know telemetry owns the type.
 pub use crate::telemetry::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
+pub use policy::{
+    Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
+};
 pub use sections::{
     DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, MAX_HEADER_BYTES_RANGE,
     MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts,
@@ -27,11 +31,12 @@ pub use sections::{
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};
+pub use validate::{MAX_ATTEMPTS_RANGE, MAX_ENTRIES_RANGE, REPLAY_BUFFER_RANGE};
 
 use validate::Source;
 
 /// The validated configuration. Plain data: building the runtime from it is someone else's job.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Where the agent connects.
     pub listen: SocketAddr,
@@ -45,6 +50,8 @@ pub struct Config {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
     pub limits: Limits,
+    /// Retry and idempotency policy.
+    pub policy: PolicyConfig,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -74,6 +81,7 @@ impl Config {
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
             limits: Limits::default(),
+            policy: PolicyConfig::default(),
         }
     }
 

@@ -24,6 +24,10 @@ pub(super) struct RawConfig {
     pub(super) log: Option<RawLog>,
     pub(super) metrics: Option<RawMetrics>,
     pub(super) limits: Option<RawLimits>,
+    pub(super) retry: Option<RawRetry>,
+    pub(super) tools: Option<Vec<Spanned<RawToolRule>>>,
+    pub(super) trust_annotations: Option<bool>,
+    pub(super) idempotency: Option<RawIdempotency>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -65,4 +69,45 @@ pub(super) struct RawMetrics {
 pub(super) struct RawLimits {
     pub(super) request_inspect_bytes: Text,
     pub(super) max_header_bytes: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    pub(super) max_attempts: Text,
+    pub(super) initial_backoff: Text,
+    pub(super) max_backoff: Text,
+    pub(super) on: Option<Vec<Spanned<String>>>,
+    pub(super) budget: Option<RawBudget>,
+    pub(super) max_retry_after: Text,
+    pub(super) replay_buffer: Text,
+    pub(super) deadline: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudget {
+    pub(super) ratio: Text,
+    pub(super) min_per_second: Text,
+    pub(super) window: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawToolRule {
+    #[serde(rename = "match")]
+    pub(super) pattern: Text,
+    pub(super) method: Text,
+    pub(super) idempotent: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIdempotency {
+    pub(super) store: Text,
+    pub(super) ttl: Text,
+    pub(super) max_entries: Text,
+    pub(super) max_bytes: Text,
+    pub(super) max_record_bytes: Text,
+    pub(super) upstream_honours_keys: Option<bool>,
 }

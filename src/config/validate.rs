@@ -19,6 +19,10 @@ use super::sections::{
 use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
+mod policy;
+
+pub use policy::{MAX_ATTEMPTS_RANGE, MAX_ENTRIES_RANGE, REPLAY_BUFFER_RANGE};
+
 /// Where the raw config came from.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Source<'a> {
@@ -63,6 +67,7 @@ pub(super) fn validate(
     let log = v.log(raw.log.unwrap_or_default(), overrides.log_format);
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
     let limits = v.limits(raw.limits.unwrap_or_default());
+    let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -76,6 +81,7 @@ pub(super) fn validate(
             log,
             metrics,
             limits,
+            policy,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.

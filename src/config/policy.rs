@@ -86,7 +86,7 @@ pub struct IdempotencyConfig {
 }
 
 /// The policy settings, as one section of [`Config`](super::Config).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyConfig {
     pub retry: RetryConfig,
     pub tools: Vec<ToolRule>,
@@ -205,17 +205,6 @@ impl Default for IdempotencyConfig {
             max_bytes: 64 << 20,
             max_record_bytes: 1 << 20,
             upstream_honours_keys: false,
-        }
-    }
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig {
-            retry: RetryConfig::default(),
-            tools: Vec::new(),
-            trust_annotations: false,
-            idempotency: IdempotencyConfig::default(),
         }
     }
 }

@@ -66,6 +66,15 @@ pub struct Attempt<'a> {
 // === impl Failure ===
 
 impl Failure {
+    /// The status the attempt is logged with (strata's own 502/504 when the upstream sent none).
+    pub fn status(self) -> u16 {
+        match self {
+            Failure::Status(s) => s.as_u16(),
+            Failure::ConnectError | Failure::UpstreamReset => 502,
+            Failure::HeadTimeout => 504,
+        }
+    }
+
     /// The `retry.on` word this failure is; `None` for statuses the policy never retries.
     pub fn condition(self) -> Option<RetryOn> {
         match self {
@@ -142,11 +151,13 @@ impl Policy {
         let Some(on) = failure.condition().filter(|c| self.retry.on.contains(c)) else {
             return Next::GiveUp(None);
         };
-        if !attempt.idempotent {
-            return Next::GiveUp(Some(SuppressReason::NotIdempotent));
-        }
+        // A body past the replay buffer cannot be sent again, whatever the call is (and its
+        // requests may not even be known yet when the connect failed).
         if !attempt.replayable {
             return Next::GiveUp(Some(SuppressReason::BodyTooLarge));
+        }
+        if !attempt.idempotent {
+            return Next::GiveUp(Some(SuppressReason::NotIdempotent));
         }
         if attempt.made >= self.retry.max_attempts {
             return Next::GiveUp(Some(SuppressReason::AttemptsExhausted));

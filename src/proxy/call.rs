@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::calllog::{CallRecord, SessionHash};
+use crate::calllog::{CallRecord, RetryOrigin, SessionHash};
 use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::{Kind, Outcome};
@@ -31,6 +31,8 @@ pub struct CallMeta {
     pub started: Instant,
     /// Statuses of earlier HTTP exchanges of this call (a resumed stream's POST).
     pub statuses: Vec<u16>,
+    /// Upstream attempts strata made (1 without retries).
+    pub attempts: u32,
     pub sse_events: u32,
 }
 
@@ -193,6 +195,7 @@ impl CallTracker {
             content_type: self.content_type.as_deref(),
             statuses,
             sse_events: meta.sse_events + self.exchange.sse_events(),
+            attempts: meta.attempts,
         };
         record_call(&self.ctx, request, verdict, meta.started, facts);
     }
@@ -233,6 +236,7 @@ pub(super) struct Facts<'a> {
     pub content_type: Option<&'a str>,
     pub statuses: Vec<u16>,
     pub sse_events: u32,
+    pub attempts: u32,
 }
 
 /// Counts one call and writes its record.
@@ -270,6 +274,10 @@ pub(super) fn record_call(
     };
     record.tool = (request.tool.kind == Kind::String).then(|| tool.into_owned());
     record.http_statuses = facts.statuses;
+    record.attempts = facts.attempts;
+    if facts.attempts > 1 {
+        record.retry_origin = RetryOrigin::Proxy;
+    }
     record.content_type = facts.content_type.map(str::to_owned);
     record.sse_events = facts.sse_events;
     record.error_code = verdict.error_code;

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -19,11 +18,8 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 
 use crate::config::{TlsRoots, UpstreamTls};
 
-use super::body::ObservedBody;
-use super::inspect::InspectSink;
-
 /// The body strata sends upstream: the agent's, observed by the request inspector.
-pub type RequestBody = ObservedBody<Incoming, InspectSink>;
+pub use super::replay::RequestBody;
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Idle pooled connections are closed after this (below common server keep-alive limits of

@@ -53,6 +53,20 @@ impl Inspection {
         }
     }
 
+    /// Maps the requests found, when the body was read to its end (the replay path);
+    /// nothing otherwise.
+    pub(super) fn requests<T>(
+        &self,
+        f: impl Fn(&crate::classify::envelope::Request) -> T,
+    ) -> Vec<T> {
+        let state = self.lock();
+        state
+            .done
+            .as_ref()
+            .map(|done| done.requests.iter().map(f).collect())
+            .unwrap_or_default()
+    }
+
     /// True when the inspect cap stopped the inspector before the body's end.
     pub(super) fn was_cut(&self) -> bool {
         self.lock().cut

@@ -12,6 +12,9 @@ use super::body::{BodySink, ProxyBody};
 pub(super) enum LocalError {
     /// The agent's request target could not be forwarded (downstream side; not retryable).
     BadRequestTarget,
+    /// The agent's request body broke while strata read it into the replay buffer
+    /// (downstream side).
+    BadRequestBody,
     /// No connection to the upstream (upstream side; nothing was sent, a retry is safe).
     UpstreamConnect,
     /// The upstream connection broke before a response head (upstream side; the request may
@@ -24,7 +27,7 @@ pub(super) enum LocalError {
 impl LocalError {
     pub(super) fn status(self) -> StatusCode {
         match self {
-            LocalError::BadRequestTarget => StatusCode::BAD_REQUEST,
+            LocalError::BadRequestTarget | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
             LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
             LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -34,6 +37,7 @@ impl LocalError {
     pub(super) fn code(self) -> &'static str {
         match self {
             LocalError::BadRequestTarget => "downstream:bad_request_target",
+            LocalError::BadRequestBody => "downstream:request_body_broken",
             LocalError::UpstreamConnect => "upstream:connect_error",
             LocalError::UpstreamBroken => "upstream:reset_before_response",
             LocalError::UpstreamTimeout => "upstream:response_head_timeout",
@@ -43,6 +47,7 @@ impl LocalError {
     fn message(self) -> &'static str {
         match self {
             LocalError::BadRequestTarget => "strata: the request target cannot be forwarded",
+            LocalError::BadRequestBody => "strata: the request body broke before it was read",
             LocalError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
             LocalError::UpstreamBroken => {
                 "strata: the MCP server (upstream) closed the connection before responding"

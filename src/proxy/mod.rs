@@ -1,6 +1,7 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
+mod attempt;
 mod body;
 mod call;
 pub mod client;
@@ -8,6 +9,7 @@ mod clients;
 mod forward;
 mod inspect;
 mod local;
+mod replay;
 mod resume;
 pub mod server;
 
@@ -31,14 +33,20 @@ pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use resume::ResumeRegistry;
 
+use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
 use local::LocalError;
+use replay::{Buffered, RequestBody};
+
+use crate::policy::{Attempt, Next, Policy};
 
 /// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
 /// Management). Header names are case-insensitive; 2025-11-25 spells it `MCP-Session-Id`.
 const SESSION: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
+/// The IETF draft's header (draft-ietf-httpapi-idempotency-key-header).
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The response body strata hands to hyper.
 pub type AgentBody = ProxyBody<CallTracker>;
@@ -53,6 +61,7 @@ pub struct Proxy {
     response_head_timeout: Duration,
     body_idle: Option<Duration>,
     inspect_cap: usize,
+    policy: Policy,
 }
 
 // === impl Proxy ===
@@ -81,6 +90,7 @@ impl Proxy {
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
+            policy: Policy::new(&config.policy),
         }))
     }
 
@@ -115,11 +125,32 @@ impl Proxy {
         // stream may answer (GET + Last-Event-ID on a session).
         let mut inspection = None;
         let mut resumed = Vec::new();
-        let upstream_body = if parts.method == Method::POST {
+        let mut replay = None;
+        let mut body_kind = BodyKind::Other;
+        let first_body = if parts.method == Method::POST {
             let i = Inspection::new();
-            let sink = i.sink(self.inspect_cap);
+            let mut sink = i.sink(self.inspect_cap);
             inspection = Some(i);
-            ObservedBody::new(body, sink)
+            if self.policy.retries_enabled() {
+                match replay::read_up_to(body, self.policy.replay_cap()).await {
+                    Ok(Buffered::Whole(bytes)) => {
+                        sink.on_data(&bytes);
+                        sink.on_end(BodyEnd::Complete);
+                        replay = Some(bytes.clone());
+                        body_kind = BodyKind::Whole;
+                        RequestBody::Replay(Some(bytes))
+                    }
+                    Ok(Buffered::Over { prefix, rest }) => {
+                        self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
+                        body_kind = BodyKind::Over;
+                        RequestBody::prefixed(prefix, rest, sink)
+                    }
+                    // The agent's body broke: nothing can be forwarded.
+                    Err(_) => return Ok(local::response(LocalError::BadRequestBody)),
+                }
+            } else {
+                RequestBody::Stream(ObservedBody::new(body, sink))
+            }
         } else {
             let last_event_id = parts.headers.get(LAST_EVENT_ID);
             if let (true, Some(session), Some(last)) =
@@ -127,7 +158,7 @@ impl Proxy {
             {
                 resumed = self.ctx.resume.take_for_resume(session, last.as_bytes());
             }
-            ObservedBody::new(body, InspectSink::inert())
+            RequestBody::Stream(ObservedBody::new(body, InspectSink::inert()))
         };
 
         let uri = match self.upstream_uri(parts.uri.path_and_query()) {
@@ -156,40 +187,73 @@ impl Proxy {
             session,
             protocol_version,
             started,
+            attempts: 1,
+            statuses: Vec::new(),
         };
-        let sent = tokio::time::timeout(
-            self.response_head_timeout,
-            self.client
-                .request(Request::from_parts(parts, upstream_body)),
-        )
-        .await;
-        let response = match sent {
-            Ok(Ok(response)) => response,
-            Ok(Err(err)) => {
-                let why = if err.is_connect() {
-                    self.ctx.metrics.upstream_connect_error();
-                    LocalError::UpstreamConnect
-                } else {
-                    LocalError::UpstreamBroken
-                };
-                tracing::debug!(error = %err, "upstream request failed");
-                if let Some(mut tracker) = waiting.take_tracker() {
-                    tracker.no_response(why.status().as_u16());
+        let plan = match &body_kind {
+            BodyKind::Whole | BodyKind::Over => waiting.retry_plan(&parts.headers),
+            BodyKind::Other => RetryPlan::default(),
+        };
+        if plan.applies {
+            self.policy.deposit();
+        }
+        // A retry can only happen for an idempotent call whose body is in the replay buffer;
+        // only then is the head kept for re-sending.
+        let template =
+            (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
+        let mut first = Some((parts, first_body));
+        let response = loop {
+            let request = match (first.take(), &template) {
+                (Some((parts, body)), _) => Request::from_parts(parts, body),
+                (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
+                (None, None) => break Err(LocalError::UpstreamBroken),
+            };
+            let sent =
+                tokio::time::timeout(self.response_head_timeout, self.client.request(request))
+                    .await;
+            let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
+            let Some(failure) = failure.filter(|_| plan.applies) else {
+                break outcome;
+            };
+            let attempt = Attempt {
+                made: waiting.attempts,
+                idempotent: plan.idempotent,
+                replayable: replay.is_some(),
+                elapsed: started.elapsed(),
+                headers: outcome.as_ref().ok().map(Response::headers),
+            };
+            match self.policy.next(failure, &attempt) {
+                Next::Retry { wait, reason } => {
+                    plan.count(&self.ctx.metrics, |h| h.retry(reason));
+                    waiting.statuses.push(failure.status());
+                    waiting.attempts += 1;
+                    drop(outcome);
+                    tokio::time::sleep(wait).await;
                 }
-                return Ok(local::response(why));
+                Next::GiveUp(why) => {
+                    if let Some(why) = why {
+                        plan.count(&self.ctx.metrics, |h| h.suppressed(why));
+                    }
+                    break outcome;
+                }
             }
-            Err(_elapsed) => {
-                let why = LocalError::UpstreamTimeout;
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(why) => {
                 if let Some(mut tracker) = waiting.take_tracker() {
                     tracker.no_response(why.status().as_u16());
                 }
-                return Ok(local::response(why));
+                let mut response = local::response(why);
+                add_attempts(response.headers_mut(), waiting.attempts);
+                return Ok(response);
             }
         };
 
         let (mut parts, body) = response.into_parts();
         forward::strip_hop_by_hop(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
+        add_attempts(&mut parts.headers, waiting.attempts);
         parts.version = Version::HTTP_11;
         let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
         let body = match waiting.take_tracker() {
@@ -238,9 +302,35 @@ struct Waiting<'a> {
     session: Option<Arc<str>>,
     protocol_version: Option<Box<str>>,
     started: Instant,
+    /// Upstream attempts so far, and the status of each failed one.
+    attempts: u32,
+    statuses: Vec<u16>,
 }
 
 impl Waiting<'_> {
+    /// What the policy says about the call, from its (buffered, so fully inspected) body.
+    fn retry_plan(&self, headers: &http::HeaderMap) -> RetryPlan {
+        let Some(inspection) = &self.inspection else {
+            return RetryPlan::default();
+        };
+        let has_key = headers.contains_key(IDEMPOTENCY_KEY);
+        let labels: Vec<(String, String)> = inspection.requests(|r| {
+            (
+                r.method.text_lossy().into_owned(),
+                r.tool.text_lossy().into_owned(),
+            )
+        });
+        let policy = &self.proxy.policy;
+        RetryPlan {
+            applies: !labels.is_empty(),
+            idempotent: !labels.is_empty()
+                && labels
+                    .iter()
+                    .all(|(m, t)| policy.verdict(m, t, has_key).idempotent()),
+            labels,
+        }
+    }
+
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     fn take_tracker(&mut self) -> Option<CallTracker> {
         let ctx = self.proxy.ctx.clone();
@@ -258,7 +348,8 @@ impl Waiting<'_> {
             let meta = vec![
                 CallMeta {
                     started: self.started,
-                    statuses: Vec::new(),
+                    statuses: std::mem::take(&mut self.statuses),
+                    attempts: self.attempts,
                     sse_events: 0,
                 };
                 found.requests.len()

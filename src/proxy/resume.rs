@@ -162,6 +162,7 @@ pub(super) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
         content_type: parked.content_type.as_deref(),
         statuses: parked.meta.statuses.clone(),
         sse_events: parked.meta.sse_events,
+        attempts: parked.meta.attempts,
     };
     record_call(ctx, &parked.request, &verdict, parked.meta.started, facts);
 }

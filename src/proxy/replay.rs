@@ -114,11 +114,13 @@ impl Body for RequestBody {
             }
             RequestBody::Prefixed { prefix, rest } => {
                 let buffered: u64 = prefix.iter().map(|c| c.len() as u64).sum();
-                let mut hint = rest.size_hint();
-                hint.set_lower(hint.lower() + buffered);
-                if let Some(upper) = hint.upper() {
-                    hint.set_upper(upper + buffered);
+                let rest = rest.size_hint();
+                // A fresh hint: `set_lower` past the old upper bound would panic.
+                let mut hint = SizeHint::new();
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper.saturating_add(buffered));
                 }
+                hint.set_lower(rest.lower().saturating_add(buffered));
                 hint
             }
         }

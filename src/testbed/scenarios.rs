@@ -60,6 +60,13 @@ pub const SCENARIOS: &[Scenario] = &[
         false,
     ),
     s(
+        "read_rate_limited",
+        HttpError,
+        "read-only tool: 429 with Retry-After (arguments.retry_after seconds, default 1) for \
+         the first N calls per session (default 1), then a text result",
+        false,
+    ),
+    s(
         "write_flaky",
         HttpError,
         "destructive tool: 503 for the first N calls per session (default 1), then a text result",
@@ -209,7 +216,7 @@ pub fn scenario(tool: &str) -> Option<&'static Scenario> {
 /// other faults unannotated keeps their first-call outcome independent of annotation trust.
 fn annotations(tool: &str) -> Option<Value> {
     match tool {
-        "read_flaky" => Some(json!({"readOnlyHint": true})),
+        "read_flaky" | "read_rate_limited" => Some(json!({"readOnlyHint": true})),
         "write_flaky" => Some(json!({"readOnlyHint": false, "destructiveHint": true})),
         _ => None,
     }

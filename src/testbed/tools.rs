@@ -118,6 +118,17 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
                 c.answer(&c.ok())
             }
         }
+        "read_rate_limited" => {
+            if c.counters().bump(sc.tool) <= c.testbed.options.fail_first_n {
+                let secs = c.arg_u64("retry_after", 1, 3600);
+                let mut resp = reply::status_only(StatusCode::TOO_MANY_REQUESTS);
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                resp
+            } else {
+                c.answer(&c.ok())
+            }
+        }
         "http_429" => {
             let mut resp = reply::status_only(StatusCode::TOO_MANY_REQUESTS);
             resp.headers_mut()

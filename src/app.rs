@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admin::{Health, serve_admin};
-use crate::config::Config;
-use crate::metrics::{Metrics, MetricsError};
+use crate::config::{Config, ConfigErrors};
+use crate::metrics::{Metrics, MetricsError, ReloadResult};
 use crate::proxy::server::{ServerSettings, serve};
-use crate::proxy::{ClientError, Proxy};
+use crate::proxy::{ClientError, CurrentProxy, Proxy};
 
 /// Why strata could not start. Always the operator's side: nothing was served yet.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +43,10 @@ pub struct Running {
     pub admin: SocketAddr,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub proxy: Arc<Proxy>,
+    /// The proxy in force (a reload swaps it).
+    pub current: Arc<CurrentProxy>,
+    /// The config in force, for reloads to compare against.
+    config: std::sync::Mutex<Config>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -51,7 +54,7 @@ pub struct Running {
 /// Binds both listeners and starts serving. Returns once strata is ready.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(config.metrics.max_methods, config.metrics.max_tools)?;
-    let proxy = Proxy::new(config, metrics.clone())?;
+    let current = CurrentProxy::new(Proxy::new(config, metrics.clone())?);
     let listener =
         TcpListener::bind(config.listen)
             .await
@@ -89,7 +92,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let tasks = vec![
         tokio::spawn(serve(
             listener,
-            proxy.clone(),
+            current.clone(),
             settings,
             wait_stop(stopped.clone()),
         )),
@@ -108,21 +111,84 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         admin,
         metrics,
         health,
-        proxy,
+        current,
+        config: std::sync::Mutex::new(config.clone()),
         stop,
         tasks,
     })
 }
 
-/// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`).
-pub async fn run(config: &Config, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
+/// Why a reload was refused. The running config stays in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`). Each message on
+/// `reloads` (SIGHUP, in `main`) reads the config again with `load` and swaps it in; a bad
+/// new config is refused with its errors logged, and the old one stays in force.
+pub async fn run(
+    config: &Config,
+    shutdown: impl Future<Output = ()>,
+    mut reloads: tokio::sync::mpsc::Receiver<()>,
+    load: impl Fn() -> Result<Config, ConfigErrors>,
+) -> Result<(), StartError> {
     let running = start(config).await?;
-    shutdown.await;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = reloads.recv() => match load() {
+                Ok(config) => match running.reload(&config) {
+                    Ok(()) => tracing::info!("config reloaded"),
+                    Err(err) => tracing::error!(error = %err, "config reload refused; the old config stays in force"),
+                },
+                Err(errors) => {
+                    running.reload_refused();
+                    tracing::error!(errors = %errors, "config reload refused; the old config stays in force");
+                }
+            },
+        }
+    }
     running.stop().await;
     Ok(())
 }
 
 impl Running {
+    /// The proxy in force now.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.current.load()
+    }
+
+    /// Swaps in a new config without dropping connections: requests already in flight finish
+    /// under the old one. Listener addresses and metric label caps only change on restart
+    /// (a warning says so).
+    pub fn reload(&self, config: &Config) -> Result<(), ReloadError> {
+        let built = self.current.load().reload(config);
+        let proxy = match built {
+            Ok(proxy) => proxy,
+            Err(err) => {
+                self.metrics.config_reload(ReloadResult::Error);
+                return Err(err.into());
+            }
+        };
+        let mut old = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        if old.listen != config.listen || old.admin != config.admin || old.metrics != config.metrics
+        {
+            tracing::warn!("listen, admin and metrics settings change only on restart");
+        }
+        self.current.store(proxy);
+        *old = config.clone();
+        self.metrics.config_reload(ReloadResult::Ok);
+        Ok(())
+    }
+
+    /// Counts a reload refused before it reached [`Running::reload`] (an invalid file).
+    pub fn reload_refused(&self) {
+        self.metrics.config_reload(ReloadResult::Error);
+    }
+
     /// Stops accepting, lets in-flight exchanges finish up to the drain deadline, and returns
     /// when both listeners are done.
     pub async fn stop(self) {

@@ -37,7 +37,14 @@ fn main() -> ExitCode {
                 eprintln!("strata: {err}");
                 return ExitCode::FAILURE;
             }
-            match runtime.block_on(strata::app::run(&config, shutdown_signal())) {
+            let run = async {
+                let reloads = reload_signal();
+                strata::app::run(&config, shutdown_signal(), reloads, || {
+                    cli.run.load_config()
+                })
+                .await
+            };
+            match runtime.block_on(run) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("strata: {err}");
@@ -46,6 +53,24 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// SIGHUP asks for a config reload (a channel, so a burst of signals coalesces).
+fn reload_signal() -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let _ = tx.try_send(());
+        }
+    });
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
 }
 
 /// SIGTERM (Kubernetes) or Ctrl-C.

@@ -22,7 +22,7 @@ pub struct CallContext {
     pub upstream: Arc<str>,
     pub log_error_messages: bool,
     pub resume: Arc<ResumeRegistry>,
-    pub clients: SessionClients,
+    pub clients: Arc<SessionClients>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).

@@ -64,10 +64,50 @@ pub struct Proxy {
     policy: Policy,
 }
 
+/// The proxy in force. A reload swaps it; each request takes the one current when it
+/// arrives and keeps it for its whole life.
+pub struct CurrentProxy(std::sync::RwLock<Arc<Proxy>>);
+
+impl CurrentProxy {
+    pub fn new(proxy: Arc<Proxy>) -> Arc<Self> {
+        Arc::new(CurrentProxy(std::sync::RwLock::new(proxy)))
+    }
+
+    pub fn load(&self) -> Arc<Proxy> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn store(&self, proxy: Arc<Proxy>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = proxy;
+    }
+}
+
 // === impl Proxy ===
 
 impl Proxy {
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Arc<Proxy>, ClientError> {
+        let resume = ResumeRegistry::new(config.timeouts.resume_window);
+        Self::build(config, metrics, resume, Arc::default())
+    }
+
+    /// A proxy for a reloaded config that carries on this one's state: metric handles, calls
+    /// parked for a resumed stream, and what is known of sessions. The new upstream client
+    /// starts a new pool; in-flight exchanges finish on the old one.
+    pub fn reload(&self, config: &Config) -> Result<Arc<Proxy>, ClientError> {
+        Self::build(
+            config,
+            self.ctx.metrics.clone(),
+            self.ctx.resume.clone(),
+            self.ctx.clients.clone(),
+        )
+    }
+
+    fn build(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        resume: Arc<ResumeRegistry>,
+        clients: Arc<clients::SessionClients>,
+    ) -> Result<Arc<Proxy>, ClientError> {
         let client = client::build(&config.upstream_tls, config.timeouts.connect)?;
         let scheme = match config.upstream.scheme {
             config::Scheme::Http => Scheme::HTTP,
@@ -78,8 +118,8 @@ impl Proxy {
             metrics,
             upstream,
             log_error_messages: config.log.error_messages,
-            resume: ResumeRegistry::new(config.timeouts.resume_window),
-            clients: clients::SessionClients::default(),
+            resume,
+            clients,
         });
         Ok(Arc::new(Proxy {
             client,

@@ -11,7 +11,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use super::Proxy;
+use super::CurrentProxy;
 
 /// Concurrent h2 streams per agent connection (h2's default is unlimited-ish; bound it).
 pub const MAX_CONCURRENT_STREAMS: u32 = 256;
@@ -30,7 +30,7 @@ pub struct ServerSettings {
 /// Accepts agent connections until `shutdown` resolves, then drains.
 pub async fn serve(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    proxy: Arc<CurrentProxy>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -61,8 +61,8 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let proxy = proxy.clone();
-                let service = service_fn(move |req| proxy.clone().handle(req, agent));
+                let current = proxy.clone();
+                let service = service_fn(move |req| current.load().handle(req, agent));
                 let conn = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service)
                     .into_owned();

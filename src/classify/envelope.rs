@@ -136,9 +136,14 @@ fn number(token: &[u8]) -> Option<Number> {
 }
 
 /// Whether the message's `jsonrpc`, `result`/`error` and error object are well formed.
-/// (The id is checked by the caller, which matched it.)
+/// (The id is checked by the caller, which matched it.) A message with `method` is a request
+/// or notification, never a response (SSE skips them before they get here; on a JSON body
+/// they are invalid, exchange.rs).
 fn envelope_valid(env: &Envelope) -> bool {
     if env.shape != Kind::Object || !env.jsonrpc.is_string("2.0") {
+        return false;
+    }
+    if env.method.kind != Kind::Absent {
         return false;
     }
     match (env.result != Kind::Absent, env.error != Kind::Absent) {

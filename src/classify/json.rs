@@ -617,6 +617,12 @@ impl JsonScanner {
         }
         let (control, high) = scan_flags(seg);
         if control {
+            // Report the first bad byte, however the input was cut: bad UTF-8 before the
+            // control character wins, as it would in a chunk of its own.
+            let at = seg.iter().position(|&b| b < 0x20).unwrap_or(seg.len());
+            if high || self.utf8_len != 0 {
+                self.check_utf8(&seg[..at])?;
+            }
             return Err(Malformed::ControlCharacter);
         }
         if high || self.utf8_len != 0 {

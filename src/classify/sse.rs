@@ -81,8 +81,11 @@ pub struct SseFramer {
     data_lines: u32,
     data_bytes: u64,
     event_type: Captured<MAX_EVENT_TYPE>,
-    // Stream-wide state (WHATWG: the last event ID persists across events).
+    // Stream-wide state (WHATWG: the last event ID persists across events). `id_buffer` is
+    // WHATWG's "last event ID buffer" (set by an `id` field); `last_event_id` is the "last
+    // event ID string" a client resumes with (set from the buffer at each dispatch).
     last_event_id: Captured<MAX_EVENT_ID>,
+    id_buffer: Captured<MAX_EVENT_ID>,
     id_line: Captured<MAX_EVENT_ID>,
     retry_ms: Option<u64>,
     retry_digits: Option<u64>,
@@ -114,6 +117,7 @@ impl SseFramer {
             data_bytes: 0,
             event_type: Captured::new(),
             last_event_id: Captured::new(),
+            id_buffer: Captured::new(),
             id_line: Captured::new(),
             retry_ms: None,
             retry_digits: None,
@@ -127,10 +131,14 @@ impl SseFramer {
         self.events
     }
 
-    /// The stream's last event id, once an `id` field was seen: the stream is resumable with
-    /// `Last-Event-ID` (2025-03-26 … 2025-11-25 transports §Resumability).
+    /// The stream's last event ID string, when it is not empty: the stream is resumable with
+    /// `Last-Event-ID` (2025-03-26 … 2025-11-25 transports §Resumability). WHATWG sets it from
+    /// the last `id` field at each dispatch (a blank line), so an id in an event the stream
+    /// never finished does not count; and an empty id resets it — a client then reconnects
+    /// without `Last-Event-ID`, so the stream cannot be resumed.
     pub fn last_event_id(&self) -> Option<&Captured<MAX_EVENT_ID>> {
-        (self.last_event_id.kind == Kind::String).then_some(&self.last_event_id)
+        (self.last_event_id.kind == Kind::String && self.last_event_id.total_len() > 0)
+            .then_some(&self.last_event_id)
     }
 
     /// The last valid `retry` field, in milliseconds.
@@ -146,10 +154,20 @@ impl SseFramer {
     pub fn feed<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
         if !self.bom_done {
             chunk = self.skip_bom(chunk);
+            let partial = usize::from(self.bom);
+            if self.bom_done && partial < BOM.len() {
+                // Part of a BOM, then something else: those bytes were content after all
+                // (a WHATWG client decodes them to U+FFFD in the first line).
+                self.feed_lines(&BOM[..partial], sink);
+            }
             if chunk.is_empty() {
                 return;
             }
         }
+        self.feed_lines(chunk, sink);
+    }
+
+    fn feed_lines<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
         if self.pending_cr {
             self.pending_cr = false;
             if chunk.first() == Some(&b'\n') {
@@ -190,8 +208,8 @@ impl SseFramer {
         let mut i = 0;
         while (self.bom as usize) < BOM.len() && i < chunk.len() {
             if chunk[i] != BOM[self.bom as usize] {
-                // Not a BOM: the bytes matched so far were content. Only a whole BOM is
-                // skipped, and a partial one can only be invalid UTF-8 in a field anyway.
+                // Not a BOM: the bytes matched so far were content (`feed` hands them on).
+                // Only a whole BOM is skipped.
                 self.bom_done = true;
                 return &chunk[i..];
             }
@@ -329,7 +347,7 @@ impl SseFramer {
         match field {
             // WHATWG: an id containing NUL is ignored.
             Field::Id if !self.id_line.bytes().contains(&0) => {
-                self.last_event_id = self.id_line.clone();
+                self.id_buffer = self.id_line.clone();
             }
             // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.
             Field::Retry => {
@@ -343,6 +361,10 @@ impl SseFramer {
     }
 
     fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
+        // WHATWG: the last event ID string is set first, even when nothing is dispatched.
+        if !self.last_event_id.same_bytes(&self.id_buffer) {
+            self.last_event_id = self.id_buffer.clone();
+        }
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.
             self.event_type.start(Kind::Absent);

@@ -266,6 +266,19 @@ fn transport_outcomes() {
 }
 
 #[test]
+fn json_body_message_with_method_is_not_a_response() {
+    // Regression (found by tests/classify_props.rs): a request-shaped message carrying a
+    // result was judged by its result. On a JSON body it is an invalid envelope.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","result":{"content":[]}}"#;
+    assert_eq!(one(CALL, 200, JSON, body), Outcome::InvalidEnvelope);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"x","error":{"code":1,"message":"m"}}"#;
+    assert_eq!(one(CALL, 200, JSON, body), Outcome::InvalidEnvelope);
+    // On SSE the same message is a server→client request: skipped, not the response.
+    let ask = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","result":{"content":[]}}"#;
+    assert_eq!(one(CALL, 200, SSE, &sse(&[ask])), Outcome::StreamIncomplete);
+}
+
+#[test]
 fn two_json_bodies_in_one_are_malformed() {
     assert_eq!(
         one(CALL, 200, JSON, &format!("{GOOD}\n{GOOD}")),
@@ -337,6 +350,21 @@ fn sse_resumable_stream_closed_early_is_pending() {
     assert_eq!(
         run(CALL, 200, SSE, &body, BodyEnd::AgentGone),
         vec![R::O(Outcome::ClientCancelled)]
+    );
+}
+
+#[test]
+fn sse_stream_is_resumable_only_by_a_dispatched_nonempty_id() {
+    // Regression (found by tests/classify_props.rs): an id in an unfinished event, or an
+    // empty id, left the call pending although no client could resume with it.
+    let unfinished = format!("data: {PROGRESS}\n\nid: 42\ndata: {{\"jsonrpc\"");
+    assert_eq!(one(CALL, 200, SSE, &unfinished), Outcome::StreamIncomplete);
+    let reset = format!("id: p0\ndata: \n\nid:\ndata: {PROGRESS}\n\n");
+    assert_eq!(one(CALL, 200, SSE, &reset), Outcome::StreamIncomplete);
+    let priming_only = format!("id: p0\n\ndata: {PROGRESS}\n\n");
+    assert_eq!(
+        run(CALL, 200, SSE, &priming_only, BodyEnd::Complete),
+        vec![R::Pending]
     );
 }
 

@@ -166,3 +166,25 @@ fn long_id_is_truncated_but_comparable() {
     let (c, _) = scan(other.as_bytes(), 64);
     assert!(!a[0].id.same_bytes(&c[0].id));
 }
+
+#[test]
+fn the_first_bad_byte_decides_the_reason_at_any_split() {
+    // Regression (fuzz/json_scanner): invalid UTF-8 followed by a control character in one
+    // chunk was ControlCharacter, but Utf8 when a cut fell between them.
+    let cases: &[(&[u8], Malformed)] = &[
+        (b"\"\xff\x01\"", Malformed::Utf8),
+        (b"{\"json\xff\xff\xff\x01\x07\x10{\"", Malformed::Utf8),
+        (b"\"\xc3\x01\"", Malformed::ControlCharacter),
+        (b"\"ok\x01\xff\"", Malformed::ControlCharacter),
+        (b"\"\xc3\xa9\x1f\"", Malformed::ControlCharacter),
+    ];
+    for (input, want) in cases {
+        let (_, verdict) = every_split(input);
+        assert_eq!(
+            verdict,
+            Err(*want),
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}

@@ -112,3 +112,42 @@ fn retry_needs_digits() {
     let (_, framer) = every_split(b"retry: 12x\n\nretry:\n\n");
     assert_eq!(framer.retry_ms(), None);
 }
+
+#[test]
+fn last_event_id_is_set_at_dispatch_and_empty_resets_it() {
+    // Regression (found by tests/classify_props.rs): the id was taken when its line ended,
+    // so an id in an event the stream never finished made the stream look resumable.
+    let (_, framer) = every_split(b"data: {\"id\":1}\n\nid: 7\ndata: x");
+    assert!(framer.last_event_id().is_none());
+    // A blank line sets it, even with no data (WHATWG dispatch, step 1).
+    let (log, framer) = every_split(b"id: 7\n\ndata: {\"id\":1}\n\n");
+    assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("7"));
+    assert_eq!(log.events[0].1.as_deref(), Some("7"));
+    // An empty id resets it: the client resumes without Last-Event-ID.
+    for reset in [
+        &b"id: 7\n\nid\n\n"[..],
+        b"id: 7\n\nid:\n\n",
+        b"id: 7\nid: \n\n",
+    ] {
+        let (_, framer) = every_split(reset);
+        assert!(
+            framer.last_event_id().is_none(),
+            "{:?}",
+            String::from_utf8_lossy(reset)
+        );
+    }
+}
+
+#[test]
+fn a_partial_bom_is_content() {
+    // Regression (fuzz/sse_framer): the bytes of a partial BOM were dropped, so
+    // "\xEFdata:" read as a data line; a WHATWG client sees the field "\u{FFFD}data".
+    let (log, _) = every_split(b"\xEFdata: {\"id\":1}\n\ndata: {\"id\":2}\n\n");
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(log.events[0].2, vec!["2".to_string()]);
+    let (log, _) = every_split(b"\xEF\xBBdata: {\"id\":1}\n\n");
+    assert!(log.events.is_empty());
+    // A whole BOM is still skipped.
+    let (log, _) = every_split(b"\xEF\xBB\xBFdata: {\"id\":1}\n\n");
+    assert_eq!(log.events.len(), 1);
+}

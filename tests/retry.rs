@@ -281,3 +281,55 @@ async fn a_body_over_the_replay_buffer_is_forwarded_but_not_retried() {
         1.0
     );
 }
+
+async fn list_tools(bed: &Bed) {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/list",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}
+    });
+    let request = http::Request::post(format!("http://{}/mcp", bed.strata.listen))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = bed.client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert!(v["result"]["tools"].as_array().unwrap().len() > 5);
+}
+
+#[tokio::test]
+async fn trusted_annotations_make_a_read_only_tool_retryable() {
+    let bed = bed(1, |c| {
+        c.policy.tools.clear();
+        c.policy.trust_annotations = true;
+    })
+    .await;
+    list_tools(&bed).await;
+    let (status, attempts, _) = call(&bed, "read_flaky", json!({})).await;
+    assert_eq!(
+        (status, attempts.as_deref()),
+        (200, Some("2")),
+        "readOnlyHint: retried"
+    );
+    let (status, attempts, _) = call(&bed, "write_flaky", json!({})).await;
+    assert_eq!((status, attempts), (503, None), "destructive: not retried");
+}
+
+#[tokio::test]
+async fn untrusted_annotations_change_nothing() {
+    let bed = bed(1, |c| {
+        c.policy.tools.clear();
+        c.policy.trust_annotations = false;
+    })
+    .await;
+    list_tools(&bed).await;
+    let (status, attempts, _) = call(&bed, "read_flaky", json!({})).await;
+    assert_eq!((status, attempts), (503, None));
+    assert_eq!(bed.testbed.calls_of("read_flaky"), 1);
+}

@@ -77,6 +77,17 @@ pub struct Envelope {
     /// (2026-07-28): name and version, for the call log.
     pub client_name: Captured<MAX_SHORT_BYTES>,
     pub client_version: Captured<MAX_SHORT_BYTES>,
+    /// The `result.tools[i]` entry being scanned (tools/list): handed out one at a time.
+    pub tool_entry: ToolEntry,
+}
+
+/// One tool of a `tools/list` result: its name and its annotations' hints
+/// (2025-06-18 server/tools §ToolAnnotations).
+#[derive(Clone, Debug, Default)]
+pub struct ToolEntry {
+    pub name: Captured<MAX_NAME_BYTES>,
+    pub read_only: Kind,
+    pub idempotent: Kind,
 }
 
 /// Keys the scanner recognises on the paths it follows. Everything else is `Other`.
@@ -108,6 +119,12 @@ pub(crate) enum Key {
     ClientInfoMeta,
     Version,
     ProtocolVersionParam,
+    Tools,
+    Annotations,
+    ReadOnlyHint,
+    IdempotentHint,
+    /// Not a key: an element of an array whose elements are followed (`result.tools`).
+    Element,
 }
 
 /// Where a value inside an envelope goes, given the keys on its path.
@@ -137,6 +154,12 @@ pub(crate) enum Slot {
     ClientInfo,
     ClientName,
     ClientVersion,
+    Tools,
+    ToolEntry,
+    ToolEntryName,
+    ToolAnnotations,
+    ReadOnlyHint,
+    IdempotentHint,
 }
 
 /// How deep (relative to the envelope) keys are ever of interest.
@@ -262,6 +285,11 @@ impl Envelope {
             tasks_extension: Kind::Absent,
             client_name: Captured::new(),
             client_version: Captured::new(),
+            tool_entry: ToolEntry {
+                name: Captured::new(),
+                read_only: Kind::Absent,
+                idempotent: Kind::Absent,
+            },
         }
     }
 
@@ -316,6 +344,19 @@ impl Envelope {
             }
             Slot::ClientName => self.client_name.start(kind),
             Slot::ClientVersion => self.client_version.start(kind),
+            Slot::Tools => {}
+            Slot::ToolEntry => {
+                self.tool_entry.name.start(Kind::Absent);
+                self.tool_entry.read_only = Kind::Absent;
+                self.tool_entry.idempotent = Kind::Absent;
+            }
+            Slot::ToolEntryName => self.tool_entry.name.start(kind),
+            Slot::ToolAnnotations => {
+                self.tool_entry.read_only = Kind::Absent;
+                self.tool_entry.idempotent = Kind::Absent;
+            }
+            Slot::ReadOnlyHint => self.tool_entry.read_only = kind,
+            Slot::IdempotentHint => self.tool_entry.idempotent = kind,
             // Containers on the way to a field: a duplicate `_meta` drops what the first held.
             Slot::Meta => {
                 self.protocol_version.start(Kind::Absent);
@@ -340,6 +381,7 @@ impl Envelope {
             Slot::ProtocolVersion => self.protocol_version.push(bytes),
             Slot::ClientName => self.client_name.push(bytes),
             Slot::ClientVersion => self.client_version.push(bytes),
+            Slot::ToolEntryName => self.tool_entry.name.push(bytes),
             _ => {}
         }
     }
@@ -371,6 +413,7 @@ pub(crate) fn captures(slot: Slot) -> bool {
             | Slot::ProtocolVersion
             | Slot::ClientName
             | Slot::ClientVersion
+            | Slot::ToolEntryName
     )
 }
 
@@ -403,6 +446,10 @@ impl Key {
             b"io.modelcontextprotocol/clientInfo" => Key::ClientInfoMeta,
             b"version" => Key::Version,
             b"protocolVersion" => Key::ProtocolVersionParam,
+            b"tools" => Key::Tools,
+            b"annotations" => Key::Annotations,
+            b"readOnlyHint" => Key::ReadOnlyHint,
+            b"idempotentHint" => Key::IdempotentHint,
             _ => Key::Other,
         }
     }
@@ -449,6 +496,25 @@ pub(crate) fn slot_for(path: &[Key]) -> Option<Slot> {
         [K::Params, K::Meta, K::ClientInfoMeta] => Slot::ClientInfo,
         [K::Params, K::Meta, K::ClientInfoMeta, K::Name] => Slot::ClientName,
         [K::Params, K::Meta, K::ClientInfoMeta, K::Version] => Slot::ClientVersion,
+        // tools/list (every revision): learn each tool's annotations, as a stream of entries.
+        [K::Result, K::Tools] => Slot::Tools,
+        [K::Result, K::Tools, K::Element] => Slot::ToolEntry,
+        [K::Result, K::Tools, K::Element, K::Name] => Slot::ToolEntryName,
+        [K::Result, K::Tools, K::Element, K::Annotations] => Slot::ToolAnnotations,
+        [
+            K::Result,
+            K::Tools,
+            K::Element,
+            K::Annotations,
+            K::ReadOnlyHint,
+        ] => Slot::ReadOnlyHint,
+        [
+            K::Result,
+            K::Tools,
+            K::Element,
+            K::Annotations,
+            K::IdempotentHint,
+        ] => Slot::IdempotentHint,
         _ => return None,
     })
 }
@@ -464,5 +530,7 @@ pub(crate) fn keys_matter(slot: Slot) -> bool {
             | Slot::ClientCapabilities
             | Slot::Extensions
             | Slot::ClientInfo
+            | Slot::ToolEntry
+            | Slot::ToolAnnotations
     )
 }

@@ -14,6 +14,7 @@ pub mod budget;
 pub mod idempotent;
 pub mod retry_after;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, StatusCode};
@@ -28,7 +29,7 @@ pub use idempotent::{Annotations, Verdict};
 pub struct Policy {
     retry: RetryConfig,
     rules: Vec<ToolRule>,
-    annotations: Option<Annotations>,
+    annotations: Option<Arc<Annotations>>,
     honours_keys: bool,
     budget: Budget,
 }
@@ -106,11 +107,13 @@ fn reason(on: RetryOn) -> RetryReason {
 // === impl Policy ===
 
 impl Policy {
-    pub fn new(config: &PolicyConfig) -> Policy {
+    /// `annotations` are the upstream's tool hints learnt so far (kept across reloads); they
+    /// count only with `trust_annotations`.
+    pub fn new(config: &PolicyConfig, annotations: Arc<Annotations>) -> Policy {
         Policy {
             retry: config.retry.clone(),
             rules: config.tools.clone(),
-            annotations: config.trust_annotations.then(Annotations::default),
+            annotations: config.trust_annotations.then_some(annotations),
             honours_keys: config.idempotency.upstream_honours_keys,
             budget: Budget::new(&config.retry.budget),
         }
@@ -126,14 +129,14 @@ impl Policy {
     }
 
     /// The upstream's tool annotations, when they are trusted.
-    pub fn annotations(&self) -> Option<&Annotations> {
+    pub fn annotations(&self) -> Option<&Arc<Annotations>> {
         self.annotations.as_ref()
     }
 
     pub fn verdict(&self, method: &str, tool: &str, has_key: bool) -> Verdict {
         idempotent::decide(
             &self.rules,
-            self.annotations.as_ref(),
+            self.annotations.as_deref(),
             self.honours_keys,
             method,
             tool,

@@ -2,7 +2,7 @@ use super::*;
 use http::HeaderValue;
 
 fn policy() -> Policy {
-    Policy::new(&PolicyConfig::default())
+    Policy::new(&PolicyConfig::default(), Default::default())
 }
 
 fn attempt(made: u32) -> Attempt<'static> {
@@ -101,7 +101,7 @@ async fn budget_bounds_retries() {
     let mut config = PolicyConfig::default();
     config.retry.budget.min_per_second = 0;
     config.retry.budget.ratio = 0.5;
-    let p = Policy::new(&config);
+    let p = Policy::new(&config, Default::default());
     for _ in 0..10 {
         p.deposit();
     }

@@ -10,6 +10,7 @@ use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::{Kind, Outcome};
 use crate::metrics::{GaugeGuard, Metrics};
+use crate::policy::Annotations;
 
 use super::body::{BodyEnd, BodySink};
 use super::clients::SessionClients;
@@ -23,6 +24,8 @@ pub struct CallContext {
     pub log_error_messages: bool,
     pub resume: Arc<ResumeRegistry>,
     pub clients: Arc<SessionClients>,
+    /// Where tool annotations from `tools/list` results go; `None` unless they are trusted.
+    pub annotations: Option<Arc<Annotations>>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -58,7 +61,7 @@ pub struct CallTracker {
 impl CallTracker {
     pub fn new(
         ctx: Arc<CallContext>,
-        exchange: Exchange,
+        mut exchange: Exchange,
         meta: Vec<CallMeta>,
         session: Option<Arc<str>>,
         protocol_version: Option<Box<str>>,
@@ -67,6 +70,13 @@ impl CallTracker {
             .map(|_| ctx.metrics.inflight_guard())
             .collect();
         let client = session.as_deref().and_then(|s| ctx.clients.get(s));
+        if ctx.annotations.is_some()
+            && exchange
+                .requests()
+                .any(|r| r.method.is_string("tools/list"))
+        {
+            exchange.learn_tools();
+        }
         CallTracker {
             ctx,
             exchange,
@@ -182,7 +192,15 @@ impl CallTracker {
             .map(|given_back| (given_back.request, incomplete))
     }
 
-    fn record(&self, i: usize, request: &Request, verdict: &Verdict) {
+    fn record(&mut self, i: usize, request: &Request, verdict: &Verdict) {
+        if let Some(annotations) = &self.ctx.annotations
+            && verdict.outcome == Outcome::Success
+            && request.method.is_string("tools/list")
+        {
+            for hint in self.exchange.take_tool_hints() {
+                annotations.learn(&hint.name, hint.read_only, hint.idempotent);
+            }
+        }
         let Some(meta) = self.meta.get(i) else {
             return;
         };

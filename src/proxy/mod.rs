@@ -38,7 +38,7 @@ use inspect::{InspectSink, Inspection};
 use local::LocalError;
 use replay::{Buffered, RequestBody};
 
-use crate::policy::{Attempt, Next, Policy};
+use crate::policy::{Annotations, Attempt, Next, Policy};
 
 /// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
 /// Management). Header names are case-insensitive; 2025-11-25 spells it `MCP-Session-Id`.
@@ -62,6 +62,17 @@ pub struct Proxy {
     body_idle: Option<Duration>,
     inspect_cap: usize,
     policy: Policy,
+    carried: Carried,
+}
+
+/// State that outlives a config reload.
+#[derive(Clone)]
+struct Carried {
+    metrics: Arc<Metrics>,
+    resume: Arc<ResumeRegistry>,
+    clients: Arc<clients::SessionClients>,
+    /// The upstream's tool annotations learnt so far.
+    annotations: Arc<Annotations>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -86,40 +97,37 @@ impl CurrentProxy {
 
 impl Proxy {
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Arc<Proxy>, ClientError> {
-        let resume = ResumeRegistry::new(config.timeouts.resume_window);
-        Self::build(config, metrics, resume, Arc::default())
+        let carried = Carried {
+            metrics,
+            resume: ResumeRegistry::new(config.timeouts.resume_window),
+            clients: Arc::default(),
+            annotations: Arc::default(),
+        };
+        Self::build(config, carried)
     }
 
     /// A proxy for a reloaded config that carries on this one's state: metric handles, calls
     /// parked for a resumed stream, and what is known of sessions. The new upstream client
     /// starts a new pool; in-flight exchanges finish on the old one.
     pub fn reload(&self, config: &Config) -> Result<Arc<Proxy>, ClientError> {
-        Self::build(
-            config,
-            self.ctx.metrics.clone(),
-            self.ctx.resume.clone(),
-            self.ctx.clients.clone(),
-        )
+        Self::build(config, self.carried.clone())
     }
 
-    fn build(
-        config: &Config,
-        metrics: Arc<Metrics>,
-        resume: Arc<ResumeRegistry>,
-        clients: Arc<clients::SessionClients>,
-    ) -> Result<Arc<Proxy>, ClientError> {
+    fn build(config: &Config, carried: Carried) -> Result<Arc<Proxy>, ClientError> {
         let client = client::build(&config.upstream_tls, config.timeouts.connect)?;
         let scheme = match config.upstream.scheme {
             config::Scheme::Http => Scheme::HTTP,
             config::Scheme::Https => Scheme::HTTPS,
         };
         let upstream: Arc<str> = format!("{}://{}", scheme, config.upstream.authority).into();
+        let trusted = config.policy.trust_annotations;
         let ctx = Arc::new(CallContext {
-            metrics,
+            metrics: carried.metrics.clone(),
             upstream,
             log_error_messages: config.log.error_messages,
-            resume,
-            clients,
+            resume: carried.resume.clone(),
+            clients: carried.clients.clone(),
+            annotations: trusted.then(|| carried.annotations.clone()),
         });
         Ok(Arc::new(Proxy {
             client,
@@ -130,7 +138,8 @@ impl Proxy {
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
-            policy: Policy::new(&config.policy),
+            policy: Policy::new(&config.policy, carried.annotations.clone()),
+            carried,
         }))
     }
 

@@ -130,9 +130,16 @@ pub fn just(method: &str, tool: &str, outcome: Outcome) -> BTreeMap<CallKey, u64
     BTreeMap::from([(key(method, tool, outcome), 1)])
 }
 
-/// The per-call records (`strata::call`) captured so far.
+/// The per-call records (`strata::call`) captured so far. The capture also holds every
+/// trace line of hyper and h2, so lines are picked by target before they are parsed.
 pub fn records(logs: &CapturedLogs) -> Vec<Value> {
-    logs.json_lines_for(CALL_TARGET)
+    let target = format!("\"target\":\"{CALL_TARGET}\"");
+    logs.text()
+        .lines()
+        .filter(|l| l.contains(&target))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["target"] == CALL_TARGET)
+        .collect()
 }
 
 /// The call records of `tool` (tools/call).

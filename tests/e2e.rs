@@ -3,9 +3,10 @@
 //! strata's own counters (`strata_calls_total`, the exact delta the call caused) and on the
 //! per-call log record it wrote. Every JSON-RPC request gets exactly one classification.
 //!
-//! Log records are read with `telemetry::capture_json`, which is per-thread: every test here
-//! runs on tokio's default current-thread runtime, so strata, the testbed and the client all
-//! log on the test's thread.
+//! Log records are read with `telemetry::capture_json` (through `support::capture`, which
+//! keeps tracing's callsite cache from switching records off; see there). The capture is
+//! per-thread: every test here runs on tokio's default current-thread runtime, so strata, the
+//! testbed and the client all log on the test's thread.
 #![cfg(test)]
 
 mod support;
@@ -19,7 +20,7 @@ use http::StatusCode;
 use http_body_util::Full;
 use serde_json::{Value, json};
 use strata::classify::Outcome;
-use strata::telemetry::{CapturedLogs, capture_json};
+use strata::telemetry::CapturedLogs;
 use strata::testbed::client::{McpClient, Reply, SseReader, Transport};
 use strata::testbed::{SCENARIOS, Scenario};
 use support::upstream::{ScriptedUpstream, full, respond};
@@ -120,7 +121,7 @@ fn records_of_tool(logs: &CapturedLogs, tool: &str) -> usize {
 
 #[tokio::test]
 async fn every_scenario_through_strata_in_both_eras() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     // A resumable stream that closes early is STREAM_INCOMPLETE at once (its own test below
     // covers the window).
     let stack = Stack::start(|c| c.timeouts.resume_window = Duration::ZERO).await;
@@ -172,7 +173,7 @@ async fn every_scenario_through_strata_in_both_eras() {
 
 #[tokio::test]
 async fn the_seed_cases() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let stack = Stack::start(|_| {}).await;
     let client = stack.modern(Http1);
     for (tool, outcome) in SEED {
@@ -201,7 +202,7 @@ async fn the_seed_cases() {
 
 #[tokio::test]
 async fn other_methods_are_success_or_their_own_error() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let stack = Stack::start(|_| {}).await;
 
     let before = stack.counts();
@@ -258,7 +259,7 @@ async fn other_methods_are_success_or_their_own_error() {
 /// The agent leaves in the middle of an SSE stream: CLIENT_CANCELLED, with the events seen.
 #[tokio::test]
 async fn agent_gone_mid_sse_is_client_cancelled() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let stack = Stack::start(|_| {}).await;
     for (n, transport) in [Http1, Http2].into_iter().enumerate() {
         let client = stack.modern(transport);
@@ -288,10 +289,48 @@ async fn agent_gone_mid_sse_is_client_cancelled() {
     }
 }
 
+/// When the agent leaves mid-stream, strata drops the upstream exchange too: the upstream's
+/// next writes fail instead of going on for nobody.
+#[tokio::test]
+async fn agent_gone_mid_stream_releases_the_upstream() {
+    let (senders_tx, mut senders) = tokio::sync::mpsc::unbounded_channel();
+    let upstream = ScriptedUpstream::spawn(move |_| {
+        let (tx, body) = support::upstream::channel();
+        let _ = senders_tx.send(tx);
+        respond(200, &[("content-type", "text/event-stream")], body)
+    })
+    .await;
+    let strata = support::strata(upstream.addr, |_| {}).await;
+    for transport in [Http1, Http2] {
+        let client = McpClient::modern(strata.listen)
+            .with_transport(transport)
+            .with_timeout(LIMIT);
+        let before = support::counts(&strata);
+        let (_, resp) = client.open_tool("t", json!({})).await.unwrap();
+        let feed = timeout(LIMIT, senders.recv()).await.unwrap().unwrap();
+        let keepalive = Bytes::from_static(b": keep-alive\n\n");
+        feed.send(Ok(keepalive.clone())).await.unwrap();
+        let mut reader = SseReader::new(resp.into_body()).with_timeout(LIMIT);
+        reader.next_event().await.unwrap().unwrap();
+        drop(reader);
+        // The upstream keeps writing, as an SSE server's keep-alives do, until it notices.
+        let released = async {
+            while feed.send(Ok(keepalive.clone())).await.is_ok() {
+                sleep(Duration::from_millis(10)).await;
+            }
+        };
+        timeout(LIMIT, released)
+            .await
+            .unwrap_or_else(|_| panic!("{transport:?}: the upstream exchange was kept open"));
+        let d = delta_after(&strata, &before, 1).await;
+        assert_eq!(d, just("tools/call", "t", ClientCancelled), "{transport:?}");
+    }
+}
+
 /// The agent leaves while strata waits for the upstream's head: CLIENT_CANCELLED, no status.
 #[tokio::test]
 async fn agent_gone_while_waiting_is_client_cancelled() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let stack = Stack::start(|_| {}).await;
     for (n, transport) in [Http1, Http2].into_iter().enumerate() {
         let client = Arc::new(stack.modern(transport));
@@ -328,7 +367,7 @@ async fn agent_gone_while_waiting_is_client_cancelled() {
 /// Upstream unreachable: strata's own 502, HTTP_ERROR, a connect error counted.
 #[tokio::test]
 async fn upstream_down_is_strata_502() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let closed = support::closed_port().await;
     let strata = support::strata(closed, |_| {}).await;
     let client = McpClient::modern(strata.listen).with_timeout(LIMIT);
@@ -352,7 +391,7 @@ async fn upstream_down_is_strata_502() {
 /// No response head within `timeouts.response_head`: strata's own 504, HTTP_ERROR.
 #[tokio::test]
 async fn no_head_in_time_is_strata_504() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let stack = Stack::start(|c| c.timeouts.response_head = Duration::from_millis(200)).await;
     let client = stack.modern(Http1);
     let before = stack.counts();
@@ -383,7 +422,7 @@ fn gauge(stack: &Stack, name: &str) -> Option<i64> {
 /// strata: the call is classified once, TOOL_SUCCESS, with both exchanges in its record.
 #[tokio::test]
 async fn resumed_stream_completes_the_call_once() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let window = Duration::from_millis(400);
     let stack = Stack::start(|c| c.timeouts.resume_window = window).await;
     let client = stack.legacy(Http1).await;
@@ -437,7 +476,7 @@ async fn resumed_stream_completes_the_call_once() {
 /// Without the resumption, the call is STREAM_INCOMPLETE once the window ends, not before.
 #[tokio::test]
 async fn unresumed_stream_is_incomplete_after_the_window() {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let window = Duration::from_millis(300);
     let stack = Stack::start(|c| c.timeouts.resume_window = window).await;
     let client = stack.legacy(Http1).await;
@@ -517,7 +556,7 @@ async fn batch_case(
     answer: &'static str,
     n: u64,
 ) -> (BTreeMap<support::CallKey, u64>, Vec<Value>) {
-    let (_guard, logs) = capture_json();
+    let (_guard, logs) = support::capture();
     let ct = content_type.to_owned();
     let upstream =
         ScriptedUpstream::spawn(move |_| respond(status, &[("content-type", &ct)], full(answer)))

@@ -130,6 +130,45 @@ pub fn just(method: &str, tool: &str, outcome: Outcome) -> BTreeMap<CallKey, u64
     BTreeMap::from([(key(method, tool, outcome), 1)])
 }
 
+/// `telemetry::capture_json`, made safe to use while other tests of the same binary run on
+/// other threads without a capture.
+///
+/// tracing caches each callsite's interest process-wide. When only one dispatcher is
+/// registered, tracing-core rebuilds that cache from the *current thread's* dispatcher; a
+/// test thread without a capture (the no-op default) would then switch `strata::call` off for
+/// every thread, and a capturing test would see no records. A global subscriber that enables
+/// everything (and keeps nothing) makes every thread's answer "always".
+pub fn capture() -> (tracing::subscriber::DefaultGuard, CapturedLogs) {
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(EnableAll);
+    });
+    strata::telemetry::capture_json()
+}
+
+/// Enables every callsite and discards every event.
+struct EnableAll;
+
+impl tracing::Subscriber for EnableAll {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::always()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 /// The per-call records (`strata::call`) captured so far. The capture also holds every
 /// trace line of hyper and h2, so lines are picked by target before they are parsed.
 pub fn records(logs: &CapturedLogs) -> Vec<Value> {

@@ -243,13 +243,14 @@ async fn other_methods_are_success_or_their_own_error() {
     assert_eq!(init["outcome"], "SUCCESS");
     assert_eq!(init["layer"], "application");
     assert!(init.get("tool").is_none(), "{init}");
-    // initialize carries no session yet; later legacy calls carry the hashed one.
-    assert!(init.get("session").is_none(), "{init}");
+    assert_eq!(init["client"], "strata-testbed-client@0.1.0", "{init}");
+    // Every legacy call carries the session, hashed; initialize the one its answer assigned.
     let list = &recs[1];
     let sid = legacy.session().unwrap();
     let hashed = list["session"].as_str().unwrap();
     assert_eq!(hashed.len(), 16);
     assert_ne!(hashed, sid, "the session id is logged hashed");
+    assert_eq!(init["session"], hashed, "{init}");
     assert!(
         recs.iter().all(|r| !r.to_string().contains(sid)),
         "the raw session id never reaches a call record"

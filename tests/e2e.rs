@@ -365,28 +365,36 @@ async fn agent_gone_while_waiting_is_client_cancelled() {
     }
 }
 
-/// Upstream unreachable: strata's own 502, HTTP_ERROR, a connect error counted.
+/// Upstream unreachable: strata's own 502, HTTP_ERROR, a connect error counted. Both with the
+/// retry policy on (the body is read into the replay buffer first) and off (it streams).
 #[tokio::test]
 async fn upstream_down_is_strata_502() {
     let (_guard, logs) = support::capture();
     let closed = support::closed_port().await;
-    let strata = support::strata(closed, |_| {}).await;
-    let client = McpClient::modern(strata.listen).with_timeout(LIMIT);
-    let before = support::counts(&strata);
-    let reply = client.call_tool("ok", json!({})).await.unwrap();
-    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
-    assert_eq!(reply.headers["x-strata-error"], "upstream:connect_error");
-    assert_eq!(reply.json().unwrap()["error"]["code"], -32000);
-    let d = delta_after(&strata, &before, 1).await;
-    assert_eq!(d, just("tools/call", "ok", HttpError));
-    let recs = wait_records(&logs, "ok", 1).await;
-    check_record(&recs[0], "ok", HttpError, &reply, "2026-07-28");
-    assert!(
-        strata
-            .metrics
-            .render()
-            .contains("strata_upstream_connect_errors_total 1"),
-    );
+    for (n, retries) in [true, false].into_iter().enumerate() {
+        let strata = support::strata(closed, |c| {
+            if !retries {
+                c.policy.retry.max_attempts = 1;
+            }
+        })
+        .await;
+        let client = McpClient::modern(strata.listen).with_timeout(LIMIT);
+        let before = support::counts(&strata);
+        let reply = client.call_tool("ok", json!({})).await.unwrap();
+        assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+        assert_eq!(reply.headers["x-strata-error"], "upstream:connect_error");
+        assert_eq!(reply.json().unwrap()["error"]["code"], -32000);
+        let d = delta_after(&strata, &before, 1).await;
+        assert_eq!(d, just("tools/call", "ok", HttpError), "retries {retries}");
+        let recs = wait_records(&logs, "ok", n + 1).await;
+        check_record(&recs[n], "ok", HttpError, &reply, "2026-07-28");
+        assert!(
+            strata
+                .metrics
+                .render()
+                .contains("strata_upstream_connect_errors_total 1"),
+        );
+    }
 }
 
 /// No response head within `timeouts.response_head`: strata's own 504, HTTP_ERROR.

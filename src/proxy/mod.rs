@@ -176,6 +176,8 @@ impl Proxy {
         let mut resumed = Vec::new();
         let mut replay = None;
         let mut body_kind = BodyKind::Other;
+        // A streamed POST body, handed back if the upstream client drops it unsent.
+        let mut unsent = None;
         let first_body = if parts.method == Method::POST {
             let i = Inspection::new();
             let mut sink = i.sink(self.inspect_cap);
@@ -198,7 +200,9 @@ impl Proxy {
                     Err(_) => return Ok(local::response(LocalError::BadRequestBody)),
                 }
             } else {
-                RequestBody::Stream(ObservedBody::new(body, sink))
+                let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
+                unsent = Some(back);
+                body
             }
         } else {
             let last_event_id = parts.headers.get(LAST_EVENT_ID);
@@ -207,7 +211,7 @@ impl Proxy {
             {
                 resumed = self.ctx.resume.take_for_resume(session, last.as_bytes());
             }
-            RequestBody::Stream(ObservedBody::new(body, InspectSink::inert()))
+            RequestBody::stream(ObservedBody::new(body, InspectSink::inert())).0
         };
 
         let uri = match self.upstream_uri(parts.uri.path_and_query()) {
@@ -290,6 +294,10 @@ impl Proxy {
         let response = match response {
             Ok(response) => response,
             Err(why) => {
+                if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
+                    // Never sent (no connection): read it here so its calls get an outcome.
+                    replay::read_unsent(body, self.inspect_cap).await;
+                }
                 if let Some(mut tracker) = waiting.take_tracker() {
                     tracker.no_response(why.status().as_u16());
                 }

@@ -12,6 +12,8 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use tokio::sync::oneshot;
+
 use super::body::{BodySink, BoxError, ObservedBody};
 use super::inspect::InspectSink;
 
@@ -55,10 +57,13 @@ fn concat(mut chunks: Vec<Bytes>, total: usize) -> Bytes {
     all.freeze()
 }
 
+/// The agent's body on its way upstream, observed by the request inspector.
+pub(super) type Observed = ObservedBody<Incoming, InspectSink>;
+
 /// The body of one upstream attempt.
 pub enum RequestBody {
     /// Streamed as it comes, observed by the request inspector.
-    Stream(ObservedBody<Incoming, InspectSink>),
+    Stream(Reclaim<Observed>),
     /// From the replay buffer (cheap to clone: `Bytes`).
     Replay(Option<Bytes>),
     /// Past the cap: the buffered prefix, then the rest streamed.
@@ -69,6 +74,12 @@ pub enum RequestBody {
 }
 
 impl RequestBody {
+    /// A streamed body; the receiver gets it back if the client drops it (see [`Reclaim`]).
+    pub fn stream(body: Observed) -> (RequestBody, oneshot::Receiver<Observed>) {
+        let (body, back) = Reclaim::new(body);
+        (RequestBody::Stream(body), back)
+    }
+
     pub fn prefixed(prefix: Vec<Bytes>, rest: Incoming, mut sink: InspectSink) -> RequestBody {
         for chunk in &prefix {
             sink.on_data(chunk);
@@ -124,5 +135,97 @@ impl Body for RequestBody {
                 hint
             }
         }
+    }
+}
+
+/// Hands its inner body back through a channel when dropped. The upstream client drops a
+/// request it could not send (connect error) before it reports the error; a streamed body was
+/// then never read, and the inspector never saw the calls in it. With the body back, the
+/// proxy reads it through the inspector ([`read_unsent`]) so they still get their outcome.
+pub struct Reclaim<B> {
+    inner: Option<B>,
+    back: Option<oneshot::Sender<B>>,
+}
+
+impl<B> Reclaim<B> {
+    pub fn new(inner: B) -> (Self, oneshot::Receiver<B>) {
+        let (tx, rx) = oneshot::channel();
+        let body = Reclaim {
+            inner: Some(inner),
+            back: Some(tx),
+        };
+        (body, rx)
+    }
+}
+
+impl<B> Drop for Reclaim<B> {
+    fn drop(&mut self) {
+        if let (Some(inner), Some(back)) = (self.inner.take(), self.back.take()) {
+            // Nobody waiting (the exchange went on normally): the body is dropped here.
+            let _ = back.send(inner);
+        }
+    }
+}
+
+impl<B: Body + Unpin> Body for Reclaim<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        match self.get_mut().inner.as_mut() {
+            Some(inner) => Pin::new(inner).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+/// Longest strata reads a request body it could not send upstream, to learn the calls in it.
+/// The agent sends its body right after the head; this only bounds a stalled one.
+pub(super) const UNSENT_BODY_READ: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads (and drops) up to `cap` bytes of a body the upstream never got, through its
+/// inspector, at most [`UNSENT_BODY_READ`].
+pub(super) async fn read_unsent(mut body: Observed, cap: usize) {
+    let read = async {
+        let mut seen = 0usize;
+        while seen < cap {
+            match body.frame().await {
+                Some(Ok(frame)) => seen += frame.data_ref().map_or(0, Bytes::len),
+                Some(Err(_)) | None => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(UNSENT_BODY_READ, read).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Full;
+
+    #[tokio::test]
+    async fn reclaim_hands_an_unsent_body_back_on_drop() {
+        let (body, back) = Reclaim::new(Full::new(Bytes::from_static(b"{}")));
+        drop(body);
+        let inner = back.await.unwrap();
+        assert_eq!(&inner.collect().await.unwrap().to_bytes()[..], b"{}");
+
+        // Read through: the same bytes; nobody waits for it back.
+        let (body, back) = Reclaim::new(Full::new(Bytes::from_static(b"ab")));
+        drop(back);
+        assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"ab");
     }
 }

@@ -12,6 +12,7 @@
 //! a broken body, a malformed envelope, an SSE shape, …) that strata must classify.
 
 mod body;
+pub mod client;
 mod post;
 mod reply;
 mod rpc;

@@ -1,0 +1,2 @@
+mod fingerprint;
+mod record;

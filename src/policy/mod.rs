@@ -11,6 +11,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod idempotency;
 pub mod idempotent;
 pub mod retry_after;
 

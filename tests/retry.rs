@@ -3,6 +3,8 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 use strata::app::{Running, start};
 use strata::config::{Config, Glob, ToolRule, Upstream};
 use strata::testbed::{Testbed, TestbedHandle};
+use support::post::Agent;
 
 struct Bed {
     strata: Running,
@@ -56,57 +59,18 @@ async fn bed(fail_first_n: u64, edit: impl FnOnce(&mut Config)) -> Bed {
 
 /// One 2026-07-28 (stateless) tools/call through strata: status, `strata-attempts`, body.
 async fn call(bed: &Bed, tool: &str, args: Value) -> (u16, Option<String>, Vec<u8>) {
-    call_at(&bed.client, bed.strata.listen, tool, args).await
+    call_at(bed.strata.listen, tool, args).await
 }
 
-async fn call_at(
-    client: &Client<HttpConnector, Full<Bytes>>,
-    at: SocketAddr,
-    tool: &str,
-    args: Value,
-) -> (u16, Option<String>, Vec<u8>) {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}
-    });
-    let request = http::Request::post(format!("http://{at}/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(20), client.request(request))
-        .await
-        .expect("call timed out")
-        .unwrap();
-    let status = response.status().as_u16();
-    let attempts = response
-        .headers()
-        .get("strata-attempts")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let bytes =
-        match tokio::time::timeout(Duration::from_secs(20), response.into_body().collect()).await {
-            Ok(Ok(collected)) => collected.to_bytes().to_vec(),
-            _ => Vec::new(), // a broken body: the point of some tests
-        };
-    (status, attempts, bytes)
+async fn call_at(at: SocketAddr, tool: &str, args: Value) -> (u16, Option<String>, Vec<u8>) {
+    let answer = Agent::new(at).call(json!(1), tool, args, &[]).await;
+    let attempts = answer.header("strata-attempts").map(str::to_owned);
+    (answer.status, attempts, answer.body)
 }
 
-/// The value of one series in the Prometheus text, 0 when absent.
+/// The value of one series in strata's metrics, 0 when absent.
 fn series(bed: &Bed, family: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = bed.strata.metrics.render();
-    text.lines()
-        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
-        .filter(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    support::post::series(&bed.strata.metrics.render(), family, labels)
 }
 
 #[tokio::test]
@@ -259,11 +223,10 @@ async fn connect_errors_are_retried_for_reads_only() {
     config.policy.retry.max_backoff = Duration::from_millis(2);
     config.policy.tools = vec![rule("read_*")];
     let strata = start(&config).await.unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http();
-    let (status, attempts, _) = call_at(&client, strata.listen, "read_x", json!({})).await;
+    let (status, attempts, _) = call_at(strata.listen, "read_x", json!({})).await;
     assert_eq!(status, 502);
     assert_eq!(attempts.as_deref(), Some("3"));
-    let (status, attempts, _) = call_at(&client, strata.listen, "write_x", json!({})).await;
+    let (status, attempts, _) = call_at(strata.listen, "write_x", json!({})).await;
     assert_eq!(status, 502);
     assert_eq!(attempts, None);
     strata.stop().await;

@@ -133,6 +133,8 @@ label_enum! {
         Conflict => "conflict",
         /// The same key arrived with a different request body.
         Mismatch => "mismatch",
+        /// The store could not answer; the call went upstream without idempotency.
+        StoreError => "store_error",
     }
 }
 

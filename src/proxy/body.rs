@@ -131,6 +131,8 @@ pub enum ProxyBody<S: BodySink> {
     Observed(ObservedBody<UpstreamBody, S>),
     Plain(UpstreamBody),
     Local(Full<Bytes>),
+    /// A recorded answer replayed for an idempotency key, classified like an upstream's.
+    Replayed(ObservedBody<Full<Bytes>, S>),
 }
 
 // === impl UpstreamBody ===
@@ -213,6 +215,11 @@ impl<S: BodySink> Body for ProxyBody<S> {
                 Some(Err(never)) => match never {},
                 None => Poll::Ready(None),
             },
+            ProxyBody::Replayed(b) => match ready!(Pin::new(b).poll_frame(cx)) {
+                Some(Ok(f)) => Poll::Ready(Some(Ok(f))),
+                Some(Err(never)) => match never {},
+                None => Poll::Ready(None),
+            },
         }
     }
 
@@ -221,6 +228,7 @@ impl<S: BodySink> Body for ProxyBody<S> {
             ProxyBody::Observed(b) => b.is_end_stream(),
             ProxyBody::Plain(b) => b.is_end_stream(),
             ProxyBody::Local(b) => b.is_end_stream(),
+            ProxyBody::Replayed(b) => b.is_end_stream(),
         }
     }
 
@@ -229,6 +237,7 @@ impl<S: BodySink> Body for ProxyBody<S> {
             ProxyBody::Observed(b) => b.size_hint(),
             ProxyBody::Plain(b) => b.size_hint(),
             ProxyBody::Local(b) => b.size_hint(),
+            ProxyBody::Replayed(b) => b.size_hint(),
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict
 use crate::classify::{Kind, Outcome};
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::policy::Annotations;
+use crate::policy::idempotency::{Recording, Ticket};
 
 use super::body::{BodyEnd, BodySink};
 use super::clients::SessionClients;
@@ -36,6 +37,8 @@ pub struct CallMeta {
     pub statuses: Vec<u16>,
     /// Upstream attempts strata made (1 without retries).
     pub attempts: u32,
+    /// The agent re-sent this call (an idempotency-key repeat answered from the record).
+    pub client_retry: bool,
     pub sse_events: u32,
 }
 
@@ -53,6 +56,8 @@ pub struct CallTracker {
     content_type: Option<Box<str>>,
     _inflight: Vec<GaugeGuard>,
     sse_stream: Option<GaugeGuard>,
+    /// An idempotency-key claim and the answer being recorded for it.
+    idempotency: Option<(Ticket, Recording)>,
     done: bool,
 }
 
@@ -88,6 +93,7 @@ impl CallTracker {
             content_type: None,
             _inflight: inflight,
             sse_stream: None,
+            idempotency: None,
             done: false,
         }
     }
@@ -109,6 +115,11 @@ impl CallTracker {
             self.client = Some(Arc::from(&*client));
             self.session = Some(Arc::from(assigned));
         }
+    }
+
+    /// Records the answer for an idempotency-key claim as it streams to the agent.
+    pub fn record_for(&mut self, ticket: Ticket, recording: Recording) {
+        self.idempotency = Some((ticket, recording));
     }
 
     /// The upstream's response head arrived.
@@ -148,7 +159,12 @@ impl CallTracker {
         }
         self.done = true;
         self.report_settled();
+        let mut answered = how == exchange::BodyEnd::Complete;
         for (i, request, resolution) in self.exchange.end(how) {
+            if !matches!(&resolution, Resolution::Final(v) if !matches!(v.outcome, Outcome::StreamIncomplete | Outcome::ClientCancelled))
+            {
+                answered = false;
+            }
             match resolution {
                 Resolution::Final(verdict) => self.record(i, &request, &verdict),
                 Resolution::Pending { last_event_id } => {
@@ -158,6 +174,18 @@ impl CallTracker {
                     }
                 }
             }
+        }
+        // The key's record: only a whole, final answer answers repeats; otherwise the claim
+        // is released (dropping the ticket does it) so the agent may try again.
+        if let Some((ticket, recording)) = self.idempotency.take()
+            && answered
+            && let Some(record) = recording.finish()
+        {
+            tokio::spawn(async move {
+                if let Err(err) = ticket.complete(record).await {
+                    tracing::warn!(error = %err, "idempotency record not stored");
+                }
+            });
         }
         self.sse_stream = None;
     }
@@ -214,6 +242,7 @@ impl CallTracker {
             statuses,
             sse_events: meta.sse_events + self.exchange.sse_events(),
             attempts: meta.attempts,
+            client_retry: meta.client_retry,
         };
         record_call(&self.ctx, request, verdict, meta.started, facts);
     }
@@ -223,6 +252,9 @@ impl BodySink for CallTracker {
     #[inline]
     fn on_data(&mut self, chunk: &[u8]) {
         self.exchange.data(chunk);
+        if let Some((_, recording)) = &mut self.idempotency {
+            recording.push(chunk);
+        }
         if self.exchange.content() == ContentKind::Sse {
             // SSE: a final event settles its call now, though the stream may stay open.
             self.report_settled();
@@ -255,6 +287,7 @@ pub(super) struct Facts<'a> {
     pub statuses: Vec<u16>,
     pub sse_events: u32,
     pub attempts: u32,
+    pub client_retry: bool,
 }
 
 /// Counts one call and writes its record.
@@ -293,7 +326,9 @@ pub(super) fn record_call(
     record.tool = (request.tool.kind == Kind::String).then(|| tool.into_owned());
     record.http_statuses = facts.statuses;
     record.attempts = facts.attempts;
-    if facts.attempts > 1 {
+    if facts.client_retry {
+        record.retry_origin = RetryOrigin::Client;
+    } else if facts.attempts > 1 {
         record.retry_origin = RetryOrigin::Proxy;
     }
     record.content_type = facts.content_type.map(str::to_owned);

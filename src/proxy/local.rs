@@ -22,6 +22,10 @@ pub(super) enum LocalError {
     UpstreamBroken,
     /// No response head within `timeouts.response_head` (upstream side; same as above).
     UpstreamTimeout,
+    /// The `Idempotency-Key` is in use by a call still running (downstream side: retry later).
+    IdempotencyInFlight,
+    /// The `Idempotency-Key` was used before with a different request (downstream side).
+    IdempotencyMismatch,
 }
 
 impl LocalError {
@@ -30,6 +34,8 @@ impl LocalError {
             LocalError::BadRequestTarget | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
             LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
             LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
+            LocalError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
         }
     }
 
@@ -41,6 +47,8 @@ impl LocalError {
             LocalError::UpstreamConnect => "upstream:connect_error",
             LocalError::UpstreamBroken => "upstream:reset_before_response",
             LocalError::UpstreamTimeout => "upstream:response_head_timeout",
+            LocalError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
+            LocalError::IdempotencyMismatch => "downstream:idempotency_key_reused",
         }
     }
 
@@ -54,6 +62,12 @@ impl LocalError {
             }
             LocalError::UpstreamTimeout => {
                 "strata: the MCP server (upstream) sent no response in time"
+            }
+            LocalError::IdempotencyInFlight => {
+                "strata: a call with this Idempotency-Key is still in progress; retry later"
+            }
+            LocalError::IdempotencyMismatch => {
+                "strata: this Idempotency-Key was used with a different request"
             }
         }
     }

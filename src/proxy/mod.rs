@@ -38,6 +38,11 @@ use inspect::{InspectSink, Inspection};
 use local::LocalError;
 use replay::{Buffered, RequestBody};
 
+use crate::metrics::ReplayResult;
+use crate::policy::idempotency::{
+    Claim, Key, Record, Recording, Store as IdempotencyStore, Ticket, fingerprint,
+    recordable_status,
+};
 use crate::policy::{Annotations, Attempt, Next, Policy};
 
 /// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
@@ -47,6 +52,8 @@ const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// The IETF draft's header (draft-ietf-httpapi-idempotency-key-header).
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
+const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// The response body strata hands to hyper.
 pub type AgentBody = ProxyBody<CallTracker>;
@@ -65,6 +72,49 @@ pub struct Proxy {
     carried: Carried,
 }
 
+/// What an `Idempotency-Key` means for this request.
+enum KeyClaim {
+    /// No usable key, or no store: forward as usual.
+    None,
+    /// First of its key: forward, and record the answer.
+    Fresh(Ticket, Vec<String>),
+    /// A repeat: answer from the record, with the repeat's ids.
+    Replay(Record, Vec<String>),
+    /// 409 or 422.
+    Refuse(LocalError),
+}
+
+/// The recorded answer, replayed with the repeat's ids and classified like an upstream's.
+fn replay_record(
+    tracker: Option<CallTracker>,
+    record: &Record,
+    ids: &[String],
+) -> Response<AgentBody> {
+    let body = record.replay_body(ids);
+    let mut response = Response::new(ProxyBody::Local(http_body_util::Full::new(
+        bytes::Bytes::new(),
+    )));
+    *response.status_mut() =
+        http::StatusCode::from_u16(record.status).unwrap_or(http::StatusCode::OK);
+    *response.headers_mut() = record.header_map();
+    response
+        .headers_mut()
+        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    let body = http_body_util::Full::new(body);
+    *response.body_mut() = match tracker {
+        Some(mut tracker) => {
+            let content_type = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(HeaderValue::as_bytes);
+            tracker.response_head(record.status, content_type);
+            ProxyBody::Replayed(ObservedBody::new(body, tracker))
+        }
+        None => ProxyBody::Local(body),
+    };
+    response
+}
+
 /// State that outlives a config reload.
 #[derive(Clone)]
 struct Carried {
@@ -73,6 +123,8 @@ struct Carried {
     clients: Arc<clients::SessionClients>,
     /// The upstream's tool annotations learnt so far.
     annotations: Arc<Annotations>,
+    /// Idempotency records (the memory store must outlive a reload).
+    idempotency: IdempotencyStore,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -102,6 +154,7 @@ impl Proxy {
             resume: ResumeRegistry::new(config.timeouts.resume_window),
             clients: Arc::default(),
             annotations: Arc::default(),
+            idempotency: IdempotencyStore::new(&config.policy.idempotency),
         };
         Self::build(config, carried)
     }
@@ -182,7 +235,7 @@ impl Proxy {
             let i = Inspection::new();
             let mut sink = i.sink(self.inspect_cap);
             inspection = Some(i);
-            if self.policy.retries_enabled() {
+            if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
                 match replay::read_up_to(body, self.policy.replay_cap()).await {
                     Ok(Buffered::Whole(bytes)) => {
                         sink.on_data(&bytes);
@@ -242,7 +295,27 @@ impl Proxy {
             started,
             attempts: 1,
             statuses: Vec::new(),
+            client_retry: false,
         };
+        // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
+        // first call claims the key (issue "Retry and idempotency policy").
+        let mut claimed = None;
+        if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
+            match self.claim_key(&parts, value.as_bytes(), body).await {
+                KeyClaim::None => {}
+                KeyClaim::Fresh(ticket, ids) => claimed = Some((ticket, ids)),
+                KeyClaim::Replay(record, ids) => {
+                    waiting.client_retry = true;
+                    return Ok(replay_record(waiting.take_tracker(), &record, &ids));
+                }
+                KeyClaim::Refuse(why) => {
+                    if let Some(mut tracker) = waiting.take_tracker() {
+                        tracker.no_response(why.status().as_u16());
+                    }
+                    return Ok(local::response(why));
+                }
+            }
+        }
         let plan = match &body_kind {
             BodyKind::Whole | BodyKind::Over => waiting.retry_plan(&parts.headers),
             BodyKind::Other => RetryPlan::default(),
@@ -320,6 +393,17 @@ impl Proxy {
                     .get(header::CONTENT_TYPE)
                     .map(HeaderValue::as_bytes);
                 tracker.response_head(parts.status.as_u16(), content_type);
+                if let Some((ticket, ids)) = claimed
+                    && recordable_status(parts.status.as_u16())
+                {
+                    let recording = Recording::new(
+                        parts.status,
+                        &parts.headers,
+                        ids,
+                        self.carried.idempotency.record_cap(),
+                    );
+                    tracker.record_for(ticket, recording);
+                }
                 if let Some(assigned) = header_str(&parts.headers, SESSION) {
                     tracker.learn_session(assigned);
                 }
@@ -336,6 +420,44 @@ impl Proxy {
             }
         };
         Ok(Response::from_parts(parts, body))
+    }
+
+    /// Claims an `Idempotency-Key` for a request whose body is in the replay buffer. The key
+    /// is scoped by the `Authorization` header, so one client can neither read nor block
+    /// another's keys. A store error forwards the call without idempotency (counted).
+    async fn claim_key(&self, parts: &http::request::Parts, value: &[u8], body: &[u8]) -> KeyClaim {
+        let scope = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .map_or(&[][..], HeaderValue::as_bytes);
+        let Some(key) = Key::new(value, scope) else {
+            return KeyClaim::None;
+        };
+        let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+        let Some(fp) = fingerprint(target, body) else {
+            return KeyClaim::None;
+        };
+        let metrics = &self.ctx.metrics;
+        match self.carried.idempotency.claim(&key, fp.fingerprint).await {
+            Ok(Claim::Fresh(ticket)) => KeyClaim::Fresh(ticket, fp.ids),
+            Ok(Claim::Done(record)) => {
+                metrics.idempotent_replay(ReplayResult::Replayed);
+                KeyClaim::Replay(record, fp.ids)
+            }
+            Ok(Claim::InFlight) => {
+                metrics.idempotent_replay(ReplayResult::Conflict);
+                KeyClaim::Refuse(LocalError::IdempotencyInFlight)
+            }
+            Ok(Claim::Mismatch) => {
+                metrics.idempotent_replay(ReplayResult::Mismatch);
+                KeyClaim::Refuse(LocalError::IdempotencyMismatch)
+            }
+            Err(err) => {
+                metrics.idempotent_replay(ReplayResult::StoreError);
+                tracing::warn!(error = %err, "idempotency store unavailable; forwarding without it");
+                KeyClaim::None
+            }
+        }
     }
 
     fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
@@ -362,6 +484,8 @@ struct Waiting<'a> {
     /// Upstream attempts so far, and the status of each failed one.
     attempts: u32,
     statuses: Vec<u16>,
+    /// The agent re-sent the call (an idempotency-key repeat).
+    client_retry: bool,
 }
 
 impl Waiting<'_> {
@@ -407,6 +531,7 @@ impl Waiting<'_> {
                     started: self.started,
                     statuses: std::mem::take(&mut self.statuses),
                     attempts: self.attempts,
+                    client_retry: self.client_retry,
                     sse_events: 0,
                 };
                 found.requests.len()

@@ -163,6 +163,7 @@ pub(super) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
         statuses: parked.meta.statuses.clone(),
         sse_events: parked.meta.sse_events,
         attempts: parked.meta.attempts,
+        client_retry: parked.meta.client_retry,
     };
     record_call(ctx, &parked.request, &verdict, parked.meta.started, facts);
 }

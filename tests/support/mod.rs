@@ -5,6 +5,8 @@
 //! Each crate uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod post;
+pub mod redis;
 pub mod upstream;
 
 use std::collections::BTreeMap;

@@ -127,7 +127,8 @@ def variable(name, label, query, multi=True):
         "type": "query",
         "datasource": DS,
         "definition": query,
-        "query": {"query": query, "refId": f"StrataVariable-{name}"},
+        # A plain string: every Grafana version since 7 reads it (and migrates it).
+        "query": query,
         "refresh": 2,
         "multi": multi,
         "includeAll": True,

@@ -247,18 +247,25 @@ def panels() -> list:
                     "{{limit}}", "B")],
             "reqps")),
         # ---- traffic
-        (8, 12, timeseries(
+        (8, 8, timeseries(
             "HTTP requests by method",
             "HTTP requests from agents (strata_http_requests_total): POST carries calls, GET "
             "opens standalone SSE streams, DELETE ends sessions.",
             [target(f"sum by (method) (rate(strata_http_requests_total{{{PROC}}}[{RI}]))",
                     "{{method}}")],
             "reqps")),
-        (8, 12, timeseries(
+        (8, 8, timeseries(
             "Response bytes forwarded",
             "Response body bytes strata forwarded from the upstream to agents.",
             [target(f"sum(rate(strata_response_bytes_total{{{PROC}}}[{RI}]))", "bytes/s")],
             "Bps")),
+        (8, 8, timeseries(
+            "Config reloads",
+            "Config reloads (SIGHUP) per instance and result over the dashboard's interval: "
+            "error means the new file was refused and the old config stays in force.",
+            [target(f"sum by (instance, result) (increase(strata_config_reloads_total"
+                    f"{{{PROC}}}[{RI}]))", "{{instance}} {{result}}")],
+            "short", min=0)),
     ]
 
 

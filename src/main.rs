@@ -55,43 +55,59 @@ fn main() -> ExitCode {
     }
 }
 
-/// SIGHUP asks for a config reload (a channel, so a burst of signals coalesces).
+/// SIGHUP asks for a config reload (a channel, so a burst of signals coalesces). The handler
+/// is installed here, synchronously: SIGHUP's default action would kill the process.
 fn reload_signal() -> tokio::sync::mpsc::Receiver<()> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     #[cfg(unix)]
-    tokio::spawn(async move {
+    {
         use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            let _ = tx.try_send(());
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    let _ = tx.try_send(());
+                }
+            });
         }
-    });
+    }
     #[cfg(not(unix))]
     drop(tx);
     rx
 }
 
-/// SIGTERM (Kubernetes) or Ctrl-C.
-async fn shutdown_signal() {
+/// SIGTERM (Kubernetes) or Ctrl-C. The handlers are installed when this is called, before
+/// strata reports ready: a SIGTERM right after readiness must drain, not kill.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let term = async {
+                match term {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+            };
+            let int = async {
+                match int {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = term => {}
+                () = int => {}
             }
         }
     }
     #[cfg(not(unix))]
-    {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }

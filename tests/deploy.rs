@@ -108,33 +108,6 @@ fn start_strata(upstream: SocketAddr, drain: &str) -> Strata {
     }
 }
 
-/// Waits until strata catches SIGTERM (Linux: bit 15 of `SigCgt` in /proc/PID/status).
-///
-/// strata logs "serving" and answers /readyz 200 a moment before its SIGTERM handler exists,
-/// and a SIGTERM in that window kills it without a drain (the ignored test below shows it).
-/// Until that is fixed, the drain tests wait for the handler rather than for readiness.
-async fn wait_sigterm_handler(strata: &Strata) {
-    let status = format!("/proc/{}/status", strata.child.0.id());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let Ok(text) = std::fs::read_to_string(&status) else {
-            // No procfs: give the handler a generous moment instead.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            return;
-        };
-        let caught = text
-            .lines()
-            .find_map(|l| l.strip_prefix("SigCgt:"))
-            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-            .unwrap_or(0);
-        if caught & (1 << (15 - 1)) != 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("strata never installed a SIGTERM handler");
-}
-
 fn sigterm(strata: &Strata) {
     let status = Command::new("kill")
         .args(["-TERM", &strata.child.0.id().to_string()])
@@ -232,7 +205,6 @@ async fn sigterm_drains_an_open_sse_stream_refuses_new_connections_and_exits_0()
     let (upstream, _testbed, _handle) = Testbed::builder().spawn_local().await.unwrap();
     let mut strata = tokio::task::block_in_place(|| start_strata(upstream, "10s"));
     assert_eq!(get_status(strata.admin, "/readyz").await, Some(200));
-    wait_sigterm_handler(&strata).await;
 
     // 8 progress events 250 ms apart, then the result: about 2 s.
     let mut stream = open_drip(strata.listen, 8, 250).await;
@@ -287,7 +259,6 @@ async fn sigterm_drains_an_open_sse_stream_refuses_new_connections_and_exits_0()
 async fn the_drain_deadline_cuts_a_longer_stream_and_still_exits_0() {
     let (upstream, _testbed, _handle) = Testbed::builder().spawn_local().await.unwrap();
     let mut strata = tokio::task::block_in_place(|| start_strata(upstream, "1s"));
-    wait_sigterm_handler(&strata).await;
 
     // 40 events 250 ms apart: 10 s, far past the 1 s drain.
     let mut stream = open_drip(strata.listen, 40, 250).await;
@@ -322,12 +293,9 @@ async fn the_drain_deadline_cuts_a_longer_stream_and_still_exits_0() {
     );
 }
 
-/// Kubernetes may send SIGTERM the moment a pod is ready (a rollout, a scale-down). Today
-/// `/readyz` answers 200 before the SIGTERM handler is installed (main.rs creates it lazily,
-/// when `app::run` first polls the shutdown future), and a SIGTERM in between kills strata
-/// with no drain: exit by signal 15. Un-ignore once the handler exists before readiness.
+/// Kubernetes may send SIGTERM the moment a pod is ready (a rollout, a scale-down): the
+/// handler must exist before `/readyz` answers 200, or strata dies by signal 15, no drain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known: SIGTERM right after readiness kills strata before its handler exists"]
 async fn sigterm_right_after_readiness_still_exits_0() {
     let (upstream, _testbed, _handle) = Testbed::builder().spawn_local().await.unwrap();
     for attempt in 0..20 {

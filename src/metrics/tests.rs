@@ -345,7 +345,7 @@ fn label_values_are_pinned() {
     );
     assert_eq!(
         all(&ReplayResult::ALL.map(ReplayResult::as_str)),
-        "replayed,conflict,mismatch"
+        "replayed,conflict,mismatch,store_error"
     );
     assert_eq!(
         all(&ReloadResult::ALL.map(ReloadResult::as_str)),

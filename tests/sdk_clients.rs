@@ -649,3 +649,85 @@ fn metrics_counted(client: &str, proxied: &Value, admin: SocketAddr, dir: &Path)
         );
     }
 }
+
+/// Issue "Retry and idempotency policy": an official SDK client calling an idempotent tool
+/// behind a flaky upstream (503 once) fails direct — the SDK retries nothing — and succeeds
+/// through strata, which re-sends the call because an operator rule marks it idempotent.
+#[test]
+fn python_sdk_flaky_idempotent_tool_succeeds_through_strata_where_it_fails_direct() {
+    let client = "python";
+    if !installed(client) {
+        return;
+    }
+    let dir = out_dir("python-flaky");
+    let mut children = Children::default();
+    let direct = start_testbed(&mut children, &dir, "testbed-direct");
+    let upstream = start_testbed(&mut children, &dir, "testbed-upstream");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let config = dir.join("strata.yaml");
+    fs::write(
+        &config,
+        format!(
+            "listen: {listen}\nupstream: http://{upstream}\nadmin: {admin}\n\
+             retry: {{ initial_backoff: 10ms, max_backoff: 50ms }}\n\
+             tools:\n  - match: \"read_*\"\n    idempotent: true\n"
+        ),
+    )
+    .unwrap();
+    children.spawn(
+        "strata",
+        Command::new(STRATA)
+            .arg("--config")
+            .arg(&config)
+            .env_remove("STRATA_CONFIG")
+            .stdout(log_file(&dir, "strata.log"))
+            .stderr(log_file(&dir, "strata.stderr")),
+    );
+    wait_ready(&mut children, "strata", admin);
+    let mut first_calls = Vec::new();
+    for (name, addr) in [("direct", direct), ("strata", listen)] {
+        children.spawn(
+            &format!("{client}-{name}"),
+            Command::new("bash")
+                .arg(format!("{SDK_DIR}/run.sh"))
+                .arg(client)
+                .arg(format!("http://{addr}/mcp"))
+                .args(["--scenarios", "read_flaky"])
+                .stdout(log_file(&dir, &format!("{name}.json")))
+                .stderr(log_file(&dir, &format!("{name}.stderr"))),
+        );
+        let status = children.wait(&format!("{client}-{name}"), Instant::now() + CLIENT_LIMIT);
+        assert!(
+            status.success(),
+            "{client} against {name} failed ({status})"
+        );
+        let doc: Value =
+            serde_json::from_str(&fs::read_to_string(dir.join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        for era in ["legacy", "modern"] {
+            let scenario = &doc["eras"][era]["scenarios"][0];
+            assert_eq!(scenario["scenario"], "read_flaky", "{name} {era}");
+            first_calls.push((name, era, scenario["calls"][0].clone()));
+        }
+    }
+    for (name, era, call) in first_calls {
+        match name {
+            "direct" => assert_eq!(
+                call["error"]["code"], -32603,
+                "direct {era}: the SDK surfaces the 503: {call}"
+            ),
+            _ => assert_eq!(
+                call["result"]["isError"], false,
+                "through strata {era}: a success: {call}"
+            ),
+        }
+    }
+    let (_, metrics) = http_get(admin, "/metrics").unwrap();
+    assert!(
+        metrics.contains(
+            "strata_retries_total{method=\"tools/call\",reason=\"http_503\",tool=\"read_flaky\"} 2"
+        ),
+        "one retry per era:\n{metrics}"
+    );
+}

@@ -261,7 +261,11 @@ async def main() -> None:
     ap.add_argument("url")
     ap.add_argument("--eras", default="legacy,modern")
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     opts = ap.parse_args()
+    if opts.scenarios:
+        wanted = set(opts.scenarios.split(","))
+        SCENARIOS[:] = [s for s in SCENARIOS if s[0] in wanted]
     norm = Normaliser(opts.url)
     volatile: dict[str, Any] = {}
     doc: dict[str, Any] = {

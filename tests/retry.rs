@@ -296,3 +296,51 @@ async fn untrusted_annotations_change_nothing() {
     assert_eq!((status, attempts), (503, None));
     assert_eq!(bed.testbed.calls_of("read_flaky"), 1);
 }
+
+#[tokio::test]
+async fn retry_origin_says_who_re_sent_the_call() {
+    let (_guard, logs) = support::capture();
+    let bed = bed(1, |_| {}).await;
+    let agent = Agent::new(bed.strata.listen);
+    // The agent re-sends a failed, non-idempotent call itself (same request, new id).
+    assert_eq!(
+        agent
+            .call(json!(1), "write_flaky", json!({"x": 1}), &[])
+            .await
+            .status,
+        503
+    );
+    assert_eq!(
+        agent
+            .call(json!(2), "write_flaky", json!({"x": 1}), &[])
+            .await
+            .status,
+        200
+    );
+    // strata re-sends an idempotent one.
+    assert_eq!(
+        agent
+            .call(json!(3), "read_flaky", json!({}), &[])
+            .await
+            .status,
+        200
+    );
+    let origins = |records: Vec<Value>| -> Vec<String> {
+        records
+            .iter()
+            .map(|r| format!("{}:{}", r["retry_origin"].as_str().unwrap(), r["attempts"]))
+            .collect()
+    };
+    let write = support::wait_records(&logs, "write_flaky", 2).await;
+    assert_eq!(origins(write), ["none:1", "client:1"]);
+    let read = support::wait_records(&logs, "read_flaky", 1).await;
+    assert_eq!(origins(read), ["proxy:2"]);
+    assert_eq!(read_statuses(&logs, "read_flaky"), "503,200");
+}
+
+fn read_statuses(logs: &strata::telemetry::CapturedLogs, tool: &str) -> String {
+    support::records_of(logs, tool)[0]["http_statuses"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}

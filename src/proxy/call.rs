@@ -15,6 +15,7 @@ use crate::policy::idempotency::{Recording, Ticket};
 
 use super::body::{BodyEnd, BodySink};
 use super::clients::SessionClients;
+use super::origin::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
 
 /// What every tracker of one proxy shares.
@@ -27,6 +28,7 @@ pub struct CallContext {
     pub clients: Arc<SessionClients>,
     /// Where tool annotations from `tools/list` results go; `None` unless they are trusted.
     pub annotations: Option<Arc<Annotations>>,
+    pub recent: Arc<RecentFailures>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -58,6 +60,8 @@ pub struct CallTracker {
     sse_stream: Option<GaugeGuard>,
     /// An idempotency-key claim and the answer being recorded for it.
     idempotency: Option<(Ticket, Recording)>,
+    /// The request body and target, to remember a failed call by.
+    body: Option<(bytes::Bytes, Box<str>)>,
     done: bool,
 }
 
@@ -94,6 +98,7 @@ impl CallTracker {
             _inflight: inflight,
             sse_stream: None,
             idempotency: None,
+            body: None,
             done: false,
         }
     }
@@ -115,6 +120,12 @@ impl CallTracker {
             self.client = Some(Arc::from(&*client));
             self.session = Some(Arc::from(assigned));
         }
+    }
+
+    /// Keeps the (replay-buffered) request body, so a failure can be told from the agent's
+    /// retry of it.
+    pub fn remember_body(&mut self, body: bytes::Bytes, target: Box<str>) {
+        self.body = Some((body, target));
     }
 
     /// Records the answer for an idempotency-key claim as it streams to the agent.
@@ -221,6 +232,19 @@ impl CallTracker {
     }
 
     fn record(&mut self, i: usize, request: &Request, verdict: &Verdict) {
+        let failed = !matches!(
+            verdict.outcome,
+            Outcome::Success | Outcome::ToolSuccess | Outcome::InputRequired
+        );
+        if failed && let Some((body, target)) = &self.body {
+            self.ctx.recent.failed(
+                self.session.as_deref(),
+                &request.method.text_lossy(),
+                &request.tool.text_lossy(),
+                target,
+                body,
+            );
+        }
         if let Some(annotations) = &self.ctx.annotations
             && verdict.outcome == Outcome::Success
             && request.method.is_string("tools/list")

@@ -9,6 +9,7 @@ mod clients;
 mod forward;
 mod inspect;
 mod local;
+mod origin;
 mod replay;
 mod resume;
 pub mod server;
@@ -37,6 +38,8 @@ use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
 use local::LocalError;
 use replay::{Buffered, RequestBody};
+
+use bytes::Bytes;
 
 use crate::metrics::ReplayResult;
 use crate::policy::idempotency::{
@@ -125,6 +128,8 @@ struct Carried {
     annotations: Arc<Annotations>,
     /// Idempotency records (the memory store must outlive a reload).
     idempotency: IdempotencyStore,
+    /// Recent failed calls, to tell the agent's own retries.
+    recent: Arc<origin::RecentFailures>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -155,6 +160,7 @@ impl Proxy {
             clients: Arc::default(),
             annotations: Arc::default(),
             idempotency: IdempotencyStore::new(&config.policy.idempotency),
+            recent: Arc::default(),
         };
         Self::build(config, carried)
     }
@@ -181,6 +187,7 @@ impl Proxy {
             resume: carried.resume.clone(),
             clients: carried.clients.clone(),
             annotations: trusted.then(|| carried.annotations.clone()),
+            recent: carried.recent.clone(),
         });
         Ok(Arc::new(Proxy {
             client,
@@ -296,6 +303,7 @@ impl Proxy {
             attempts: 1,
             statuses: Vec::new(),
             client_retry: false,
+            body: None,
         };
         // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
         // first call claims the key (issue "Retry and idempotency policy").
@@ -322,6 +330,22 @@ impl Proxy {
         };
         if plan.applies {
             self.policy.deposit();
+        }
+        // The agent's own retry of a call that just failed? (Checked only for one request.)
+        if let (Some(body), [(method, tool)]) = (&replay, plan.labels.as_slice()) {
+            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+            let session = waiting.session.as_deref();
+            if self
+                .ctx
+                .recent
+                .is_retry(session, method, tool, target, body)
+            {
+                waiting.client_retry = true;
+            }
+        }
+        if let Some(body) = &replay {
+            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+            waiting.body = Some((body.clone(), target.into()));
         }
         // A retry can only happen for an idempotent call whose body is in the replay buffer;
         // only then is the head kept for re-sending.
@@ -484,8 +508,10 @@ struct Waiting<'a> {
     /// Upstream attempts so far, and the status of each failed one.
     attempts: u32,
     statuses: Vec<u16>,
-    /// The agent re-sent the call (an idempotency-key repeat).
+    /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
     client_retry: bool,
+    /// The request body (from the replay buffer) and target, to remember a failure by.
+    body: Option<(Bytes, Box<str>)>,
 }
 
 impl Waiting<'_> {
@@ -537,13 +563,17 @@ impl Waiting<'_> {
                 found.requests.len()
             ];
             let exchange = Exchange::new(found.requests, found.batch);
-            return Some(CallTracker::new(
+            let mut tracker = CallTracker::new(
                 ctx,
                 exchange,
                 meta,
                 self.session.clone(),
                 self.protocol_version.take(),
-            ));
+            );
+            if let Some((body, target)) = self.body.take() {
+                tracker.remember_body(body, target);
+            }
+            return Some(tracker);
         }
         if self.resumed.is_empty() {
             return None;

@@ -210,16 +210,8 @@ impl<S: BodySink> Body for ProxyBody<S> {
         match self.get_mut() {
             ProxyBody::Observed(b) => Pin::new(b).poll_frame(cx),
             ProxyBody::Plain(b) => Pin::new(b).poll_frame(cx),
-            ProxyBody::Local(b) => match ready!(Pin::new(b).poll_frame(cx)) {
-                Some(Ok(f)) => Poll::Ready(Some(Ok(f))),
-                Some(Err(never)) => match never {},
-                None => Poll::Ready(None),
-            },
-            ProxyBody::Replayed(b) => match ready!(Pin::new(b).poll_frame(cx)) {
-                Some(Ok(f)) => Poll::Ready(Some(Ok(f))),
-                Some(Err(never)) => match never {},
-                None => Poll::Ready(None),
-            },
+            ProxyBody::Local(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            ProxyBody::Replayed(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
         }
     }
 

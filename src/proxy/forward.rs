@@ -19,7 +19,7 @@ use http::uri::Authority;
 use http::{Uri, Version};
 
 /// Hop-by-hop headers that are never forwarded, whatever `Connection` says.
-const HOP_BY_HOP: [&str; 7] = [
+pub const HOP_BY_HOP: [&str; 7] = [
     "connection",
     "keep-alive",
     "proxy-connection",

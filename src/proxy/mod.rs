@@ -32,6 +32,7 @@ use crate::metrics::{HttpMethod, Limit, Metrics};
 pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody};
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
+pub use forward::HOP_BY_HOP;
 pub use resume::ResumeRegistry;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};

@@ -14,18 +14,14 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::proxy::HOP_BY_HOP;
+
 use super::codec;
 use super::replace;
 
-/// Response headers never recorded (lowercase).
-const NOT_RECORDED: [&str; 15] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Response headers never recorded (lowercase), besides the hop-by-hop ones
+/// ([`HOP_BY_HOP`]).
+const NOT_RECORDED: [&str; 8] = [
     "content-length",
     "mcp-session-id",
     "set-cookie",
@@ -62,7 +58,10 @@ pub fn recordable_status(status: u16) -> bool {
 
 /// Whether a response header is recorded.
 pub fn keeps_header(name: &str) -> bool {
-    !NOT_RECORDED.iter().any(|n| n.eq_ignore_ascii_case(name))
+    !NOT_RECORDED
+        .iter()
+        .chain(HOP_BY_HOP.iter())
+        .any(|n| n.eq_ignore_ascii_case(name))
 }
 
 // === impl Record ===

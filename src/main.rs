@@ -1,1 +1,113 @@
-fn main() {}
+//! The `strata` binary: parse the CLI, set up logging, run. Exit codes: 0 done, 1 failed to
+//! start or run, 2 invalid configuration.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use strata::cli::{self, Cli, Command, EXIT_CONFIG_INVALID};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        return cli::check_config(file, &mut std::io::stdout(), &mut std::io::stderr());
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("strata: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Some(Command::Demo) => runtime.block_on(strata::demo::run()),
+        Some(Command::Testbed { listen }) => runtime.block_on(strata::demo::testbed(listen)),
+        Some(Command::CheckConfig { .. }) | None => {
+            let config = match cli.run.load_config() {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::from(EXIT_CONFIG_INVALID);
+                }
+            };
+            if let Err(err) = strata::telemetry::init(config.log.format, &config.log.level) {
+                eprintln!("strata: {err}");
+                return ExitCode::FAILURE;
+            }
+            let run = async {
+                let reloads = reload_signal();
+                strata::app::run(&config, shutdown_signal(), reloads, || {
+                    cli.run.load_config()
+                })
+                .await
+            };
+            match runtime.block_on(run) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("strata: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// SIGHUP asks for a config reload (a channel, so a burst of signals coalesces). The handler
+/// is installed here, synchronously: SIGHUP's default action would kill the process.
+fn reload_signal() -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    let _ = tx.try_send(());
+                }
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
+}
+
+/// SIGTERM (Kubernetes) or Ctrl-C. The handlers are installed when this is called, before
+/// strata reports ready: a SIGTERM right after readiness must drain, not kill.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let term = async {
+                match term {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let int = async {
+                match int {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = term => {}
+                () = int => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

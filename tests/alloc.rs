@@ -192,7 +192,7 @@ fn big_stream(size: usize) -> Vec<u8> {
         out.extend_from_slice(b"data: ");
         out.extend_from_slice(progress);
         out.extend_from_slice(b"\r\n\r\n");
-        if k % 64 == 0 {
+        if k.is_multiple_of(64) {
             out.extend_from_slice(b": keep-alive\r\n\r\n");
         }
         k += 1;

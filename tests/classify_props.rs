@@ -654,11 +654,11 @@ fn message(ids: &Ids) -> impl Strategy<Value = J> + use<> {
                 m.rotate_left(k);
             }
             // A duplicate key: the last one wins.
-            if let Some((which, value)) = dup {
-                if !m.is_empty() {
-                    let key = m[which % m.len()].0.clone();
-                    m.push((key, value));
-                }
+            if let Some((which, value)) = dup
+                && !m.is_empty()
+            {
+                let key = m[which % m.len()].0.clone();
+                m.push((key, value));
             }
             J::Obj(m)
         })

@@ -73,6 +73,21 @@ pub struct Envelope {
     /// `params._meta["io.modelcontextprotocol/clientCapabilities"].extensions
     /// ["io.modelcontextprotocol/tasks"]`: the client declared the Tasks extension.
     pub tasks_extension: Kind,
+    /// `params.clientInfo` (initialize) or `params._meta["io.modelcontextprotocol/clientInfo"]`
+    /// (2026-07-28): name and version, for the call log.
+    pub client_name: Captured<MAX_SHORT_BYTES>,
+    pub client_version: Captured<MAX_SHORT_BYTES>,
+    /// The `result.tools[i]` entry being scanned (tools/list): handed out one at a time.
+    pub tool_entry: ToolEntry,
+}
+
+/// One tool of a `tools/list` result: its name and its annotations' hints
+/// (2025-06-18 server/tools §ToolAnnotations).
+#[derive(Clone, Debug, Default)]
+pub struct ToolEntry {
+    pub name: Captured<MAX_NAME_BYTES>,
+    pub read_only: Kind,
+    pub idempotent: Kind,
 }
 
 /// Keys the scanner recognises on the paths it follows. Everything else is `Other`.
@@ -100,6 +115,16 @@ pub(crate) enum Key {
     ClientCapabilities,
     Extensions,
     TasksExtension,
+    ClientInfo,
+    ClientInfoMeta,
+    Version,
+    ProtocolVersionParam,
+    Tools,
+    Annotations,
+    ReadOnlyHint,
+    IdempotentHint,
+    /// Not a key: an element of an array whose elements are followed (`result.tools`).
+    Element,
 }
 
 /// Where a value inside an envelope goes, given the keys on its path.
@@ -126,6 +151,15 @@ pub(crate) enum Slot {
     ClientCapabilities,
     Extensions,
     TasksExtension,
+    ClientInfo,
+    ClientName,
+    ClientVersion,
+    Tools,
+    ToolEntry,
+    ToolEntryName,
+    ToolAnnotations,
+    ReadOnlyHint,
+    IdempotentHint,
 }
 
 /// How deep (relative to the envelope) keys are ever of interest.
@@ -249,6 +283,13 @@ impl Envelope {
             params_task: Kind::Absent,
             protocol_version: Captured::new(),
             tasks_extension: Kind::Absent,
+            client_name: Captured::new(),
+            client_version: Captured::new(),
+            tool_entry: ToolEntry {
+                name: Captured::new(),
+                read_only: Kind::Absent,
+                idempotent: Kind::Absent,
+            },
         }
     }
 
@@ -282,6 +323,8 @@ impl Envelope {
                 self.params_task = Kind::Absent;
                 self.protocol_version.start(Kind::Absent);
                 self.tasks_extension = Kind::Absent;
+                self.client_name.start(Kind::Absent);
+                self.client_version.start(Kind::Absent);
             }
             Slot::ResultType => self.result_type.start(kind),
             Slot::IsError => self.is_error = kind,
@@ -295,10 +338,31 @@ impl Envelope {
             Slot::ParamsTask => self.params_task = kind,
             Slot::ProtocolVersion => self.protocol_version.start(kind),
             Slot::TasksExtension => self.tasks_extension = kind,
+            Slot::ClientInfo => {
+                self.client_name.start(Kind::Absent);
+                self.client_version.start(Kind::Absent);
+            }
+            Slot::ClientName => self.client_name.start(kind),
+            Slot::ClientVersion => self.client_version.start(kind),
+            Slot::Tools => {}
+            Slot::ToolEntry => {
+                self.tool_entry.name.start(Kind::Absent);
+                self.tool_entry.read_only = Kind::Absent;
+                self.tool_entry.idempotent = Kind::Absent;
+            }
+            Slot::ToolEntryName => self.tool_entry.name.start(kind),
+            Slot::ToolAnnotations => {
+                self.tool_entry.read_only = Kind::Absent;
+                self.tool_entry.idempotent = Kind::Absent;
+            }
+            Slot::ReadOnlyHint => self.tool_entry.read_only = kind,
+            Slot::IdempotentHint => self.tool_entry.idempotent = kind,
             // Containers on the way to a field: a duplicate `_meta` drops what the first held.
             Slot::Meta => {
                 self.protocol_version.start(Kind::Absent);
                 self.tasks_extension = Kind::Absent;
+                self.client_name.start(Kind::Absent);
+                self.client_version.start(Kind::Absent);
             }
             Slot::ClientCapabilities | Slot::Extensions => self.tasks_extension = Kind::Absent,
         }
@@ -315,6 +379,9 @@ impl Envelope {
             Slot::Message => self.error_message.push(bytes),
             Slot::ToolName => self.tool_name.push(bytes),
             Slot::ProtocolVersion => self.protocol_version.push(bytes),
+            Slot::ClientName => self.client_name.push(bytes),
+            Slot::ClientVersion => self.client_version.push(bytes),
+            Slot::ToolEntryName => self.tool_entry.name.push(bytes),
             _ => {}
         }
     }
@@ -344,6 +411,9 @@ pub(crate) fn captures(slot: Slot) -> bool {
             | Slot::Message
             | Slot::ToolName
             | Slot::ProtocolVersion
+            | Slot::ClientName
+            | Slot::ClientVersion
+            | Slot::ToolEntryName
     )
 }
 
@@ -372,6 +442,14 @@ impl Key {
             b"io.modelcontextprotocol/clientCapabilities" => Key::ClientCapabilities,
             b"extensions" => Key::Extensions,
             b"io.modelcontextprotocol/tasks" => Key::TasksExtension,
+            b"clientInfo" => Key::ClientInfo,
+            b"io.modelcontextprotocol/clientInfo" => Key::ClientInfoMeta,
+            b"version" => Key::Version,
+            b"protocolVersion" => Key::ProtocolVersionParam,
+            b"tools" => Key::Tools,
+            b"annotations" => Key::Annotations,
+            b"readOnlyHint" => Key::ReadOnlyHint,
+            b"idempotentHint" => Key::IdempotentHint,
             _ => Key::Other,
         }
     }
@@ -409,6 +487,34 @@ pub(crate) fn slot_for(path: &[Key]) -> Option<Slot> {
             K::Extensions,
             K::TasksExtension,
         ] => Slot::TasksExtension,
+        // initialize (≤2025-11-25) names the client and the version it asks for in params.
+        [K::Params, K::ClientInfo] => Slot::ClientInfo,
+        [K::Params, K::ClientInfo, K::Name] => Slot::ClientName,
+        [K::Params, K::ClientInfo, K::Version] => Slot::ClientVersion,
+        [K::Params, K::ProtocolVersionParam] => Slot::ProtocolVersion,
+        // 2026-07-28 carries the client in every request's _meta.
+        [K::Params, K::Meta, K::ClientInfoMeta] => Slot::ClientInfo,
+        [K::Params, K::Meta, K::ClientInfoMeta, K::Name] => Slot::ClientName,
+        [K::Params, K::Meta, K::ClientInfoMeta, K::Version] => Slot::ClientVersion,
+        // tools/list (every revision): learn each tool's annotations, as a stream of entries.
+        [K::Result, K::Tools] => Slot::Tools,
+        [K::Result, K::Tools, K::Element] => Slot::ToolEntry,
+        [K::Result, K::Tools, K::Element, K::Name] => Slot::ToolEntryName,
+        [K::Result, K::Tools, K::Element, K::Annotations] => Slot::ToolAnnotations,
+        [
+            K::Result,
+            K::Tools,
+            K::Element,
+            K::Annotations,
+            K::ReadOnlyHint,
+        ] => Slot::ReadOnlyHint,
+        [
+            K::Result,
+            K::Tools,
+            K::Element,
+            K::Annotations,
+            K::IdempotentHint,
+        ] => Slot::IdempotentHint,
         _ => return None,
     })
 }
@@ -423,5 +529,8 @@ pub(crate) fn keys_matter(slot: Slot) -> bool {
             | Slot::Meta
             | Slot::ClientCapabilities
             | Slot::Extensions
+            | Slot::ClientInfo
+            | Slot::ToolEntry
+            | Slot::ToolAnnotations
     )
 }

@@ -17,7 +17,7 @@
 //!   MUST include at least one"), and only tools/call, prompts/get and resources/read may
 //!   return it; otherwise INVALID_TOOL_RESULT.
 
-use super::capture::{Captured, Envelope, Kind, MAX_ID_BYTES, MAX_NAME_BYTES};
+use super::capture::{Captured, Envelope, Kind, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_SHORT_BYTES};
 use super::outcome::Outcome;
 
 /// The request side of a call: what the request inspector read from the POST body.
@@ -29,6 +29,12 @@ pub struct Request {
     pub tool: Captured<MAX_NAME_BYTES>,
     /// The request asked for a task or declared the Tasks extension.
     pub tasks: bool,
+    /// `name@version` of the client, when the request names it (initialize, or 2026-07-28
+    /// `_meta`); Absent otherwise.
+    pub client: Captured<MAX_NAME_BYTES>,
+    /// The protocol version the request states (initialize's `protocolVersion`, or 2026-07-28
+    /// `_meta`); Absent otherwise.
+    pub protocol_version: Captured<MAX_SHORT_BYTES>,
 }
 
 // === impl Request ===
@@ -48,11 +54,26 @@ impl Request {
         if is_tool_call && env.tool_name.kind == Kind::String {
             tool = env.tool_name.clone();
         }
+        let mut client = Captured::new();
+        if env.client_name.kind == Kind::String {
+            client.start(Kind::String);
+            client.push(env.client_name.bytes());
+            if env.client_version.kind == Kind::String {
+                client.push(b"@");
+                client.push(env.client_version.bytes());
+            }
+        }
+        let mut protocol_version = Captured::new();
+        if env.protocol_version.kind == Kind::String {
+            protocol_version = env.protocol_version.clone();
+        }
         Some(Request {
             id: env.id.clone(),
             method: env.method.clone(),
             tool,
             tasks: env.params_task == Kind::Object || env.tasks_extension != Kind::Absent,
+            client,
+            protocol_version,
         })
     }
 
@@ -104,12 +125,12 @@ impl Number {
 /// fits i64 or u64; otherwise a float.
 fn number(token: &[u8]) -> Option<Number> {
     let text = std::str::from_utf8(token).ok()?;
-    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-        if let Ok(i) = text.parse::<i128>() {
-            if i >= i128::from(i64::MIN) && i <= i128::from(u64::MAX) {
-                return Some(Number::Int(i));
-            }
-        }
+    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
+        && let Ok(i) = text.parse::<i128>()
+        && i >= i128::from(i64::MIN)
+        && i <= i128::from(u64::MAX)
+    {
+        return Some(Number::Int(i));
     }
     text.parse::<f64>().ok().map(Number::Float)
 }

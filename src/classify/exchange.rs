@@ -14,7 +14,7 @@
 //! - A batch response to a single request is INVALID_ENVELOPE (mcp-protocol.md §1.11).
 //! - The first verdict for a request is final; later duplicates are ignored.
 
-use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES};
+use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, ToolEntry};
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
@@ -70,11 +70,24 @@ struct Call {
     reported: bool,
 }
 
+/// Most tool hints one `tools/list` response hands out (names come from the upstream).
+pub const MAX_TOOL_HINTS: usize = 10_000;
+
+/// What a `tools/list` result says of one tool (2025-06-18 server/tools §ToolAnnotations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolHint {
+    pub name: Box<str>,
+    pub read_only: bool,
+    pub idempotent: bool,
+}
+
 /// Matches response messages to the calls; the scanners' sink.
 struct Correlator {
     calls: Vec<Call>,
     request_batch: bool,
     sse: bool,
+    /// Tool hints seen, when asked for ([`Exchange::learn_tools`]).
+    tools: Option<Vec<ToolHint>>,
 }
 
 enum Scan {
@@ -207,6 +220,20 @@ impl Correlator {
 }
 
 impl MessageSink for Correlator {
+    fn tool_entry(&mut self, entry: &ToolEntry) {
+        if let Some(tools) = &mut self.tools
+            && tools.len() < MAX_TOOL_HINTS
+            && let Some(name) = entry.name.text()
+            && entry.name.kind == Kind::String
+        {
+            tools.push(ToolHint {
+                name: name.into(),
+                read_only: entry.read_only == Kind::True,
+                idempotent: entry.idempotent == Kind::True,
+            });
+        }
+    }
+
     fn message(&mut self, env: &Envelope) {
         if env.shape == Kind::Object && env.method.kind != Kind::Absent && self.sse {
             return; // a notification or server→client request on the stream
@@ -268,6 +295,7 @@ impl Exchange {
                 calls,
                 request_batch: batch,
                 sse: false,
+                tools: None,
             },
             scan: Scan::None,
             status: 0,
@@ -275,6 +303,17 @@ impl Exchange {
             body_bytes: 0,
             ended: false,
         }
+    }
+
+    /// Collect the tool hints of a `tools/list` result in this exchange.
+    pub fn learn_tools(&mut self) {
+        self.correlator.tools = Some(Vec::new());
+    }
+
+    /// The tool hints seen (once; empty unless [`Exchange::learn_tools`] was called). Trust
+    /// them only when the tools/list call's verdict was SUCCESS.
+    pub fn take_tool_hints(&mut self) -> Vec<ToolHint> {
+        self.correlator.tools.take().unwrap_or_default()
     }
 
     pub fn requests(&self) -> impl Iterator<Item = &Request> {

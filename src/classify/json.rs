@@ -15,7 +15,7 @@
 //!
 //! A top-level array is a batch (2025-03-26): each element is one message.
 
-use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS};
+use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS, ToolEntry};
 
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
 pub const MAX_DEPTH: usize = 127;
@@ -46,6 +46,10 @@ pub enum Malformed {
 /// until then.
 pub trait MessageSink {
     fn message(&mut self, envelope: &Envelope);
+
+    /// One entry of a `tools/list` result's `tools` array, as it closes (tentative, like
+    /// messages). Most sinks ignore it.
+    fn tool_entry(&mut self, _entry: &ToolEntry) {}
 }
 
 impl<F: FnMut(&Envelope)> MessageSink for F {
@@ -141,6 +145,8 @@ pub struct JsonScanner {
     /// Whether the keys of the object open at each level below the envelope matter.
     keys_live: [bool; TRACKED_LEVELS],
     dest: Dest,
+    /// The level (below the envelope) whose array elements are followed: `result.tools[i]`.
+    elements_at: Option<usize>,
     /// The string being scanned is an object key.
     in_key: bool,
     key: [u8; MAX_KEY_BYTES],
@@ -173,6 +179,7 @@ impl JsonScanner {
             path: [Key::Other; TRACKED_LEVELS],
             keys_live: [false; TRACKED_LEVELS],
             dest: Dest::None,
+            elements_at: None,
             in_key: false,
             key: [0; MAX_KEY_BYTES],
             key_len: 0,
@@ -191,6 +198,7 @@ impl JsonScanner {
         self.env_level = 1;
         self.messages = 0;
         self.dest = Dest::None;
+        self.elements_at = None;
         self.in_key = false;
         self.utf8_len = 0;
     }
@@ -211,6 +219,11 @@ impl JsonScanner {
     /// The message being scanned, as far as it got (for a request cut by the inspect cap).
     pub fn current(&self) -> &Envelope {
         &self.envelope
+    }
+
+    /// The top-level value is an array (a batch), as far as the scan got.
+    pub fn is_batch(&self) -> bool {
+        self.batch
     }
 
     /// True once any non-whitespace byte was seen.
@@ -463,12 +476,24 @@ impl JsonScanner {
             }
         } else if self.batch && self.depth == 1 {
             self.begin_message(kind);
-        } else if self.depth >= self.env_level && self.top_is_object() {
+        } else if self.depth >= self.env_level {
             let rel = self.depth - self.env_level;
-            if rel < TRACKED_LEVELS && self.keys_live[rel] {
+            let followed = if self.top_is_object() {
+                rel < TRACKED_LEVELS && self.keys_live[rel]
+            } else if self.elements_at == Some(rel) {
+                // An element of a followed array: its path step is the element itself.
+                self.path[rel] = Key::Element;
+                true
+            } else {
+                false
+            };
+            if followed {
                 slot = capture::slot_for(&self.path[..=rel]);
                 if let Some(slot) = slot {
                     self.envelope.begin(slot, kind);
+                    if slot == Slot::Tools && kind == Kind::Array && rel + 1 < TRACKED_LEVELS {
+                        self.elements_at = Some(rel + 1);
+                    }
                 }
             }
         }
@@ -516,12 +541,25 @@ impl JsonScanner {
     }
 
     fn begin_message(&mut self, kind: Kind) {
+        self.elements_at = None;
         self.envelope.reset();
         self.envelope.shape = kind;
     }
 
     fn close<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
+        let was_object = self.top_is_object();
         self.depth -= 1;
+        if let Some(at) = self.elements_at
+            && self.depth >= self.env_level
+        {
+            let rel = self.depth - self.env_level;
+            if was_object && rel == at {
+                // A followed array's element object closed: one tool entry is complete.
+                sink.tool_entry(&self.envelope.tool_entry);
+            } else if !was_object && rel + 1 == at {
+                self.elements_at = None;
+            }
+        }
         self.end_value(sink);
         Ok(())
     }

@@ -55,21 +55,34 @@ impl RequestInspector {
         Self::default()
     }
 
-    /// Feeds body bytes, reading at most `cap` bytes in all.
-    pub fn feed(&mut self, chunk: &[u8], cap: usize) {
+    /// Feeds body bytes, reading at most `cap` bytes in all. Returns true when this chunk
+    /// reached the cap (the first time only).
+    pub fn feed(&mut self, chunk: &[u8], cap: usize) -> bool {
         let room = cap.saturating_sub(self.read);
+        let newly_cut = chunk.len() > room && !self.cut;
         if chunk.len() > room {
             self.cut = true;
+        }
+        if room == 0 {
+            return newly_cut;
         }
         let take = &chunk[..chunk.len().min(room)];
         self.read += take.len();
         self.scanner.feed(take, &mut Collect(&mut self.found));
+        newly_cut
+    }
+
+    /// The inspector stops before the body's end (the response arrived first, or the body
+    /// broke): what was read so far counts, as for a body cut by the cap.
+    pub fn finish_partial(mut self) -> Inspected {
+        self.cut = true;
+        self.finish()
     }
 
     /// The body ended (or the inspector stops reading).
     pub fn finish(mut self) -> Inspected {
         let verdict = self.scanner.finish(&mut Collect(&mut self.found));
-        self.found.batch = verdict.map(|d| d.batch).unwrap_or(false);
+        self.found.batch = self.scanner.is_batch();
         self.found.valid = verdict.is_ok();
         if self.cut && self.found.requests.is_empty() && self.scanner.failed().is_none() {
             // Cut short: a lone request whose method and id were already read still counts.

@@ -119,6 +119,8 @@ label_enum! {
         ReplayBuffer => "replay_buffer",
         /// The table of calls awaiting a resumed SSE stream was full.
         PendingCalls => "pending_calls",
+        /// A 2025-03-26 batch held more requests than are classified.
+        BatchRequests => "batch_requests",
     }
 }
 
@@ -131,6 +133,8 @@ label_enum! {
         Conflict => "conflict",
         /// The same key arrived with a different request body.
         Mismatch => "mismatch",
+        /// The store could not answer; the call went upstream without idempotency.
+        StoreError => "store_error",
     }
 }
 

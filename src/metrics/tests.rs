@@ -341,11 +341,11 @@ fn label_values_are_pinned() {
     );
     assert_eq!(
         all(&Limit::ALL.map(Limit::as_str)),
-        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls"
+        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls,batch_requests"
     );
     assert_eq!(
         all(&ReplayResult::ALL.map(ReplayResult::as_str)),
-        "replayed,conflict,mismatch"
+        "replayed,conflict,mismatch,store_error"
     );
     assert_eq!(
         all(&ReloadResult::ALL.map(ReloadResult::as_str)),

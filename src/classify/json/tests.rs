@@ -194,3 +194,51 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
         );
     }
 }
+
+#[derive(Default)]
+struct Tools(Vec<(String, Kind, Kind)>);
+
+impl MessageSink for Tools {
+    fn message(&mut self, _: &Envelope) {}
+    fn tool_entry(&mut self, e: &crate::classify::capture::ToolEntry) {
+        self.0
+            .push((e.name.text_lossy().into_owned(), e.read_only, e.idempotent));
+    }
+}
+
+#[test]
+fn tools_list_entries_stream_out_one_by_one() {
+    let body = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
+        {"name":"read_file","inputSchema":{"type":"object","properties":{"name":{"type":"string"}}},"annotations":{"readOnlyHint":true}},
+        {"annotations":{"destructiveHint":true,"idempotentHint":false},"name":"rm"},
+        {"name":"plain","description":"[{\"name\":\"fake\"}]"},
+        {"name":"both","annotations":{"readOnlyHint":false,"idempotentHint":true}}
+    ],"nextCursor":"x"}}"#;
+    for step in [1, 3, 7, body.len()] {
+        let mut scanner = JsonScanner::new();
+        let mut tools = Tools::default();
+        for chunk in body.chunks(step) {
+            scanner.feed(chunk, &mut tools);
+        }
+        assert!(scanner.finish(&mut tools).is_ok());
+        assert_eq!(
+            tools.0,
+            vec![
+                ("read_file".to_string(), Kind::True, Kind::Absent),
+                ("rm".to_string(), Kind::Absent, Kind::False),
+                ("plain".to_string(), Kind::Absent, Kind::Absent),
+                ("both".to_string(), Kind::False, Kind::True),
+            ],
+            "step {step}"
+        );
+    }
+    // `tools` anywhere else is not followed.
+    let mut scanner = JsonScanner::new();
+    let mut tools = Tools::default();
+    scanner.feed(
+        br#"{"result":{"x":{"tools":[{"name":"no"}]}},"params":{"tools":[{"name":"no"}]}}"#,
+        &mut tools,
+    );
+    assert!(scanner.finish(&mut tools).is_ok());
+    assert!(tools.0.is_empty());
+}

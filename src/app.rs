@@ -1,0 +1,210 @@
+//! Starting and stopping strata in-process: binds the agent and admin listeners, builds the
+//! runtime pieces from the validated config, and drains on shutdown. `main` and the
+//! end-to-end tests both use this.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::{Health, serve_admin};
+use crate::config::{Config, ConfigErrors};
+use crate::metrics::{Metrics, MetricsError, ReloadResult};
+use crate::proxy::server::{ServerSettings, serve};
+use crate::proxy::{ClientError, CurrentProxy, Proxy};
+
+/// Why strata could not start. Always the operator's side: nothing was served yet.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot bind the agent listener {addr}: {source}")]
+    BindListen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot bind the admin listener {addr}: {source}")]
+    BindAdmin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// A running strata.
+pub struct Running {
+    /// Where agents connect (the bound address: port 0 resolved).
+    pub listen: SocketAddr,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub admin: SocketAddr,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    /// The proxy in force (a reload swaps it).
+    pub current: Arc<CurrentProxy>,
+    /// The config in force, for reloads to compare against.
+    config: std::sync::Mutex<Config>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Binds both listeners and starts serving. Returns once strata is ready.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let metrics = Metrics::new(config.metrics.max_methods, config.metrics.max_tools)?;
+    let current = CurrentProxy::new(Proxy::new(config, metrics.clone())?);
+    let listener =
+        TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::BindListen {
+                addr: config.listen,
+                source,
+            })?;
+    let admin_listener =
+        TcpListener::bind(config.admin)
+            .await
+            .map_err(|source| StartError::BindAdmin {
+                addr: config.admin,
+                source,
+            })?;
+    let listen = listener
+        .local_addr()
+        .map_err(|source| StartError::BindListen {
+            addr: config.listen,
+            source,
+        })?;
+    let admin = admin_listener
+        .local_addr()
+        .map_err(|source| StartError::BindAdmin {
+            addr: config.admin,
+            source,
+        })?;
+
+    let health = Arc::new(Health::new());
+    let (stop, stopped) = watch::channel(false);
+    let settings = ServerSettings {
+        header_read: config.timeouts.header_read,
+        max_header_bytes: config.limits.max_header_bytes,
+        drain: config.timeouts.drain,
+    };
+    let tasks = vec![
+        tokio::spawn(serve(
+            listener,
+            current.clone(),
+            settings,
+            wait_stop(stopped.clone()),
+        )),
+        tokio::spawn(serve_admin(
+            admin_listener,
+            metrics.clone(),
+            health.clone(),
+            wait_stop(stopped),
+        )),
+    ];
+    // Ready once the agent listener is bound (ARCHITECTURE.md: /readyz).
+    health.set_ready(true);
+    tracing::info!(%listen, %admin, upstream = %config.upstream, "strata is serving");
+    Ok(Running {
+        listen,
+        admin,
+        metrics,
+        health,
+        current,
+        config: std::sync::Mutex::new(config.clone()),
+        stop,
+        tasks,
+    })
+}
+
+/// Why a reload was refused. The running config stays in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`). Each message on
+/// `reloads` (SIGHUP, in `main`) reads the config again with `load` and swaps it in; a bad
+/// new config is refused with its errors logged, and the old one stays in force.
+pub async fn run(
+    config: &Config,
+    shutdown: impl Future<Output = ()>,
+    mut reloads: tokio::sync::mpsc::Receiver<()>,
+    load: impl Fn() -> Result<Config, ConfigErrors>,
+) -> Result<(), StartError> {
+    let running = start(config).await?;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = reloads.recv() => match load() {
+                Ok(config) => match running.reload(&config) {
+                    Ok(()) => tracing::info!("config reloaded"),
+                    Err(err) => tracing::error!(error = %err, "config reload refused; the old config stays in force"),
+                },
+                Err(errors) => {
+                    running.reload_refused();
+                    tracing::error!(errors = %errors, "config reload refused; the old config stays in force");
+                }
+            },
+        }
+    }
+    running.stop().await;
+    Ok(())
+}
+
+impl Running {
+    /// The proxy in force now.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.current.load()
+    }
+
+    /// Swaps in a new config without dropping connections: requests already in flight finish
+    /// under the old one. Listener addresses and metric label caps only change on restart
+    /// (a warning says so).
+    pub fn reload(&self, config: &Config) -> Result<(), ReloadError> {
+        let built = self.current.load().reload(config);
+        let proxy = match built {
+            Ok(proxy) => proxy,
+            Err(err) => {
+                self.metrics.config_reload(ReloadResult::Error);
+                return Err(err.into());
+            }
+        };
+        let mut old = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        if old.listen != config.listen || old.admin != config.admin || old.metrics != config.metrics
+        {
+            tracing::warn!("listen, admin and metrics settings change only on restart");
+        }
+        self.current.store(proxy);
+        *old = config.clone();
+        self.metrics.config_reload(ReloadResult::Ok);
+        Ok(())
+    }
+
+    /// Counts a reload refused before it reached [`Running::reload`] (an invalid file).
+    pub fn reload_refused(&self) {
+        self.metrics.config_reload(ReloadResult::Error);
+    }
+
+    /// Stops accepting, lets in-flight exchanges finish up to the drain deadline, and returns
+    /// when both listeners are done.
+    pub async fn stop(self) {
+        self.health.set_draining(true);
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            match task.await {
+                Ok(Err(err)) => tracing::warn!(error = %err, "listener ended with an error"),
+                Err(err) => tracing::warn!(error = %err, "listener task failed"),
+                Ok(Ok(())) => {}
+            }
+        }
+    }
+}
+
+async fn wait_stop(mut stopped: watch::Receiver<bool>) {
+    // Either a stop was sent, or every sender is gone: both mean stop.
+    let _ = stopped.wait_for(|stop| *stop).await;
+}

@@ -1,0 +1,113 @@
+//! The YAML file exactly as written: a serde mirror of the config with every key optional.
+//!
+//! Values that need checking (addresses, URLs, durations, sizes, enum words, numbers with
+//! ranges) are read as `Spanned<String>` so validation can collect every bad value, each with
+//! its line:col, instead of stopping at serde's first type error. serde-saphyr hands any scalar
+//! (`5`, `true`, `1MiB`) to a `String` as its text. Only booleans are typed here: a wrong
+//! boolean is a plain type error, and serde-saphyr reports it with its position.
+//!
+//! Sections are `Option` so that a key written with no value (`timeouts:`) means "defaults".
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+type Text = Option<Spanned<String>>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) listen: Text,
+    pub(super) upstream: Text,
+    pub(super) admin: Text,
+    pub(super) host_header: Text,
+    pub(super) upstream_tls: Option<RawUpstreamTls>,
+    pub(super) timeouts: Option<RawTimeouts>,
+    pub(super) log: Option<RawLog>,
+    pub(super) metrics: Option<RawMetrics>,
+    pub(super) limits: Option<RawLimits>,
+    pub(super) retry: Option<RawRetry>,
+    pub(super) tools: Option<Vec<Spanned<RawToolRule>>>,
+    pub(super) trust_annotations: Option<bool>,
+    pub(super) idempotency: Option<RawIdempotency>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstreamTls {
+    pub(super) roots: Text,
+    pub(super) ca_file: Text,
+    pub(super) insecure_skip_verify: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimeouts {
+    pub(super) connect: Text,
+    pub(super) response_head: Text,
+    pub(super) body_idle: Text,
+    pub(super) resume_window: Text,
+    pub(super) header_read: Text,
+    pub(super) drain: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    pub(super) format: Text,
+    pub(super) level: Text,
+    pub(super) error_messages: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) max_tools: Text,
+    pub(super) max_methods: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub(super) request_inspect_bytes: Text,
+    pub(super) max_header_bytes: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    pub(super) max_attempts: Text,
+    pub(super) initial_backoff: Text,
+    pub(super) max_backoff: Text,
+    pub(super) on: Option<Vec<Spanned<String>>>,
+    pub(super) budget: Option<RawBudget>,
+    pub(super) max_retry_after: Text,
+    pub(super) replay_buffer: Text,
+    pub(super) deadline: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudget {
+    pub(super) ratio: Text,
+    pub(super) min_per_second: Text,
+    pub(super) window: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawToolRule {
+    #[serde(rename = "match")]
+    pub(super) pattern: Text,
+    pub(super) method: Text,
+    pub(super) idempotent: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIdempotency {
+    pub(super) store: Text,
+    pub(super) ttl: Text,
+    pub(super) max_entries: Text,
+    pub(super) max_bytes: Text,
+    pub(super) max_record_bytes: Text,
+    pub(super) upstream_honours_keys: Option<bool>,
+}

@@ -1,0 +1,155 @@
+use super::super::fingerprint::{SIP_KEY, SipHasher24, hash_bytes};
+use super::super::*;
+
+fn fp(body: &str) -> Fingerprint {
+    fingerprint("/mcp", body.as_bytes()).unwrap().fingerprint
+}
+
+#[test]
+fn siphash_matches_the_reference_vectors() {
+    // SipHash-2-4 paper, appendix A: key 00..0f, message 00..(n-1).
+    let k0 = u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]);
+    let k1 = u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15]);
+    let message: Vec<u8> = (0..15).collect();
+    for (n, want) in [
+        (0, 0x726f_db47_dd0e_0e31),
+        (1, 0x74f8_39c5_93dc_67fd),
+        (15, 0xa129_ca61_49be_45e5),
+    ] {
+        let mut h = SipHasher24::new(k0, k1);
+        h.write(&message[..n]);
+        assert_eq!(h.finish(), want, "n = {n}");
+    }
+    // Streaming in pieces is the same as at once.
+    let mut whole = SipHasher24::new(k0, k1);
+    whole.write(&message);
+    let mut parts = SipHasher24::new(k0, k1);
+    for piece in message.chunks(4) {
+        parts.write(piece);
+    }
+    assert_eq!(whole.finish(), parts.finish());
+}
+
+#[test]
+fn hash_is_fnv1a_and_fixed_key_siphash() {
+    let h = hash_bytes(b"a");
+    assert_eq!((h >> 64) as u64, 0xaf63_dc4c_8601_ec8c);
+    let mut sip = SipHasher24::new(SIP_KEY.0, SIP_KEY.1);
+    sip.write(b"a");
+    assert_eq!(h as u64, sip.finish());
+}
+
+#[test]
+fn pinned_across_builds() {
+    // Replicas and restarts must agree (records live in Redis): if this changes, bump DOMAIN
+    // in fingerprint.rs so old records stop matching instead of matching wrongly.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[1,2.5,"x",null,true]}}}"#;
+    assert_eq!(fp(body).to_hex(), "616be8e5e85d7ac572930357344b72df");
+}
+
+#[test]
+fn ignores_id_and_meta_only() {
+    let a = fp(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":1}}}"#,
+    );
+    let b = fp(
+        r#"{"jsonrpc":"2.0","id":"other","method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":9,"x":1}}}"#,
+    );
+    let c = fp(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
+    );
+    assert_eq!(a, b);
+    assert_eq!(a, c);
+    // An argument change is a different request.
+    let d = fp(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":101}}}"#,
+    );
+    assert_ne!(a, d);
+    // `_meta` elsewhere than `params` is part of the request.
+    let e = fp(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100,"_meta":1}}}"#,
+    );
+    assert_ne!(a, e);
+    // A notification is not the same as a request.
+    let f = fp(
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
+    );
+    assert_ne!(a, f);
+}
+
+#[test]
+fn member_order_and_whitespace_do_not_matter() {
+    let a = fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[3,4]}}}"#);
+    let b = fp(
+        "{ \"params\" : { \"y\" : {\"a\":[3, 4], \"b\":2}, \"x\":1 }, \"method\":\"m\",\n \"id\":7, \"jsonrpc\":\"2.0\" }",
+    );
+    assert_eq!(a, b);
+    // Array order does.
+    let c = fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[4,3]}}}"#);
+    assert_ne!(a, c);
+    // Unambiguous: moving characters between strings is a change.
+    assert_ne!(
+        fp(r#"{"params":{"a":"bc","d":""}}"#),
+        fp(r#"{"params":{"a":"b","d":"c"}}"#)
+    );
+}
+
+#[test]
+fn target_is_part_of_the_request() {
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let a = fingerprint("/mcp", body).unwrap().fingerprint;
+    let b = fingerprint("/other", body).unwrap().fingerprint;
+    assert_ne!(a, b);
+}
+
+#[test]
+fn keeps_the_raw_ids_in_request_order() {
+    let single = fingerprint(
+        "/",
+        br#"{"jsonrpc":"2.0","id": "a\u0062" ,"method":"ping"}"#,
+    )
+    .unwrap();
+    assert_eq!(single.ids, vec![r#""a\u0062""#.to_owned()]);
+    let batch = br#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"z","method":"ping"}]"#;
+    let batch = fingerprint("/", batch).unwrap();
+    assert_eq!(batch.ids, vec!["3".to_owned(), "\"z\"".to_owned()]);
+    // The same batch with other ids fingerprints the same.
+    let again = br#"[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
+    assert_eq!(
+        fingerprint("/", again).unwrap().fingerprint,
+        batch.fingerprint
+    );
+}
+
+#[test]
+fn not_json_is_none() {
+    assert_eq!(fingerprint("/", b"not json"), None);
+    assert_eq!(fingerprint("/", b"{\"id\":1"), None);
+    assert_eq!(fingerprint("/", b"\"a string\""), None);
+}
+
+#[test]
+fn hex_round_trips() {
+    let f = Fingerprint(0x00ff_0000_0000_0000_0000_0000_0000_0001);
+    assert_eq!(Fingerprint::from_hex(f.to_hex().as_bytes()), Some(f));
+    assert_eq!(
+        Fingerprint::from_hex(b"+0000000000000000000000000000001"),
+        None
+    );
+    assert_eq!(Fingerprint::from_hex(b"00"), None);
+}
+
+#[test]
+fn keys_are_scoped_and_checked() {
+    let a = Key::new(b"abc-123", b"Bearer one").unwrap();
+    assert!(a.as_str().ends_with(":abc-123"));
+    assert_eq!(Key::new(b"\"abc-123\"", b"Bearer one"), Some(a.clone()));
+    assert_eq!(Key::new(b"  abc-123 ", b"Bearer one"), Some(a.clone()));
+    assert_ne!(Key::new(b"abc-123", b"Bearer two"), Some(a.clone()));
+    assert_eq!(Key::new(b"", b""), None);
+    assert_eq!(Key::new(b"\"\"", b""), None);
+    assert_eq!(Key::new(b"a\x01b", b""), None);
+    assert_eq!(Key::new("é".as_bytes(), b""), None);
+    assert!(Key::new(&[b'k'; MAX_KEY_LEN], b"").is_some());
+    assert_eq!(Key::new(&[b'k'; MAX_KEY_LEN + 1], b""), None);
+}

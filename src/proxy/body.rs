@@ -1,0 +1,235 @@
+//! Body wrappers on the data path. Each forwards frames unchanged and only *shows* the bytes
+//! to a sink (borrowed, never held): the proxy never buffers a body here.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+use crate::metrics::Metrics;
+
+/// Errors of bodies on the data path (hyper's, or strata's idle timeout).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How an observed body ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// The inner body reached its end cleanly.
+    Complete,
+    /// The inner body failed (the upstream connection broke, or framing was bad).
+    Error,
+    /// The body was dropped before its end: the receiving side went away.
+    Dropped,
+}
+
+/// Sees each data chunk of a body as it passes, then its end, exactly once.
+pub trait BodySink: Send + 'static {
+    fn on_data(&mut self, chunk: &[u8]);
+    fn on_end(&mut self, end: BodyEnd);
+}
+
+pin_project_lite::pin_project! {
+    /// Forwards `inner` unchanged while showing each data chunk to `sink`.
+    pub struct ObservedBody<B, S: BodySink> {
+        #[pin]
+        inner: B,
+        sink: Option<S>,
+    }
+
+    impl<B, S: BodySink> PinnedDrop for ObservedBody<B, S> {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped before its end: the receiver went away (or the exchange was abandoned).
+            if let Some(mut sink) = this.project().sink.take() {
+                sink.on_end(BodyEnd::Dropped);
+            }
+        }
+    }
+}
+
+// === impl ObservedBody ===
+
+impl<B: Body, S: BodySink> ObservedBody<B, S> {
+    pub fn new(inner: B, mut sink: S) -> Self {
+        // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now.
+        let sink = if inner.is_end_stream() {
+            sink.on_end(BodyEnd::Complete);
+            None
+        } else {
+            Some(sink)
+        };
+        Self { inner, sink }
+    }
+}
+
+impl<B, S> Body for ObservedBody<B, S>
+where
+    B: Body<Data = Bytes>,
+    S: BodySink,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let mut this = self.project();
+        let frame = ready!(this.inner.as_mut().poll_frame(cx));
+        let end = match &frame {
+            Some(Ok(frame)) => {
+                if let (Some(data), Some(sink)) = (frame.data_ref(), this.sink.as_mut()) {
+                    sink.on_data(data);
+                }
+                // hyper stops polling a body whose known length is reached, so the end must
+                // be seen here, not only as a final `None`.
+                this.inner.is_end_stream().then_some(BodyEnd::Complete)
+            }
+            Some(Err(_)) => Some(BodyEnd::Error),
+            None => Some(BodyEnd::Complete),
+        };
+        if let Some(end) = end
+            && let Some(mut sink) = this.sink.take()
+        {
+            sink.on_end(end);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The upstream went quiet for longer than `timeouts.body_idle`.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream body idle for more than {0:?}")]
+pub struct IdleTimeout(Duration);
+
+/// The upstream's response body, cut when it stays silent past an optional idle limit (off
+/// by default: quiet SSE streams are normal). The timer runs only while strata waits for the
+/// upstream, never while a slow agent holds the stream back (the body is not polled then).
+pub struct UpstreamBody {
+    inner: Incoming,
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    metrics: Arc<Metrics>,
+}
+
+/// The body strata sends to the agent: the upstream's, observed, or one strata wrote itself
+/// (its own 502/504 answers).
+pub enum ProxyBody<S: BodySink> {
+    Observed(ObservedBody<UpstreamBody, S>),
+    Plain(UpstreamBody),
+    Local(Full<Bytes>),
+    /// A recorded answer replayed for an idempotency key, classified like an upstream's.
+    Replayed(ObservedBody<Full<Bytes>, S>),
+}
+
+// === impl UpstreamBody ===
+
+impl UpstreamBody {
+    pub fn new(inner: Incoming, idle: Option<Duration>, metrics: Arc<Metrics>) -> Self {
+        let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        UpstreamBody {
+            inner,
+            idle,
+            metrics,
+        }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
+                    && let Some(data) = data
+                {
+                    this.metrics.response_bytes(data.len() as u64);
+                }
+                if let Some((limit, sleep)) = this.idle.as_mut() {
+                    sleep.as_mut().reset(Instant::now() + *limit);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+            }
+            Poll::Pending => {
+                if let Some((limit, sleep)) = this.idle.as_mut()
+                    && sleep.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Some(Err(Box::new(IdleTimeout(*limit)))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+// === impl ProxyBody ===
+
+impl<S: BodySink> ProxyBody<S> {
+    pub fn local(bytes: impl Into<Bytes>) -> Self {
+        ProxyBody::Local(Full::new(bytes.into()))
+    }
+}
+
+impl<S: BodySink> Body for ProxyBody<S> {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        // SAFETY-free pin projection: every variant is Unpin (Incoming, Full, and
+        // ObservedBody over them), so the enum is Unpin too.
+        match self.get_mut() {
+            ProxyBody::Observed(b) => Pin::new(b).poll_frame(cx),
+            ProxyBody::Plain(b) => Pin::new(b).poll_frame(cx),
+            ProxyBody::Local(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            ProxyBody::Replayed(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Observed(b) => b.is_end_stream(),
+            ProxyBody::Plain(b) => b.is_end_stream(),
+            ProxyBody::Local(b) => b.is_end_stream(),
+            ProxyBody::Replayed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Observed(b) => b.size_hint(),
+            ProxyBody::Plain(b) => b.size_hint(),
+            ProxyBody::Local(b) => b.size_hint(),
+            ProxyBody::Replayed(b) => b.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The call tracker: the response-body sink that feeds the classifier and, as each request's
+//! verdict is reached, counts it and writes its log record — exactly once per request.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::calllog::{CallRecord, RetryOrigin, SessionHash};
+use crate::classify::envelope::Request;
+use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
+use crate::classify::{Kind, Outcome};
+use crate::metrics::{GaugeGuard, Metrics};
+use crate::policy::Annotations;
+use crate::policy::idempotency::{Recording, Ticket};
+
+use super::body::{BodyEnd, BodySink};
+use super::clients::SessionClients;
+use super::origin::RecentFailures;
+use super::resume::{Parked, ResumeRegistry};
+
+/// What every tracker of one proxy shares.
+pub struct CallContext {
+    pub metrics: Arc<Metrics>,
+    /// The upstream as logged (`http://host:port`).
+    pub upstream: Arc<str>,
+    pub log_error_messages: bool,
+    pub resume: Arc<ResumeRegistry>,
+    pub clients: Arc<SessionClients>,
+    /// Where tool annotations from `tools/list` results go; `None` unless they are trusted.
+    pub annotations: Option<Arc<Annotations>>,
+    pub recent: Arc<RecentFailures>,
+}
+
+/// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
+#[derive(Clone, Debug)]
+pub struct CallMeta {
+    pub started: Instant,
+    /// Statuses of earlier HTTP exchanges of this call (a resumed stream's POST).
+    pub statuses: Vec<u16>,
+    /// Upstream attempts strata made (1 without retries).
+    pub attempts: u32,
+    /// The agent re-sent this call (an idempotency-key repeat answered from the record).
+    pub client_retry: bool,
+    pub sse_events: u32,
+}
+
+/// Tracks the requests of one HTTP exchange until each has its outcome.
+pub struct CallTracker {
+    ctx: Arc<CallContext>,
+    exchange: Exchange,
+    meta: Vec<CallMeta>,
+    /// The raw `Mcp-Session-Id`, to park a call whose resumable stream closed early.
+    session: Option<Arc<str>>,
+    /// The session's client, as its initialize named it.
+    client: Option<Arc<str>>,
+    protocol_version: Option<Box<str>>,
+    status: Option<u16>,
+    content_type: Option<Box<str>>,
+    _inflight: Vec<GaugeGuard>,
+    sse_stream: Option<GaugeGuard>,
+    /// An idempotency-key claim and the answer being recorded for it.
+    idempotency: Option<(Ticket, Recording)>,
+    /// The request body and target, to remember a failed call by.
+    body: Option<(bytes::Bytes, Box<str>)>,
+    done: bool,
+}
+
+// === impl CallTracker ===
+
+impl CallTracker {
+    pub fn new(
+        ctx: Arc<CallContext>,
+        mut exchange: Exchange,
+        meta: Vec<CallMeta>,
+        session: Option<Arc<str>>,
+        protocol_version: Option<Box<str>>,
+    ) -> Self {
+        let inflight = (0..meta.len())
+            .map(|_| ctx.metrics.inflight_guard())
+            .collect();
+        let client = session.as_deref().and_then(|s| ctx.clients.get(s));
+        if ctx.annotations.is_some()
+            && exchange
+                .requests()
+                .any(|r| r.method.is_string("tools/list"))
+        {
+            exchange.learn_tools();
+        }
+        CallTracker {
+            ctx,
+            exchange,
+            meta,
+            session,
+            client,
+            protocol_version,
+            status: None,
+            content_type: None,
+            _inflight: inflight,
+            sse_stream: None,
+            idempotency: None,
+            body: None,
+            done: false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.exchange.is_empty()
+    }
+
+    /// An initialize in this exchange named its client, and the response assigned a session:
+    /// remember the pair for the session's later calls.
+    pub fn learn_session(&mut self, assigned: &str) {
+        let named = self
+            .exchange
+            .requests()
+            .find(|r| r.method.is_string("initialize") && r.client.kind == Kind::String);
+        if let Some(request) = named {
+            let client = request.client.text_lossy();
+            self.ctx.clients.remember(assigned, &client);
+            self.client = Some(Arc::from(&*client));
+            self.session = Some(Arc::from(assigned));
+        }
+    }
+
+    /// Keeps the (replay-buffered) request body, so a failure can be told from the agent's
+    /// retry of it.
+    pub fn remember_body(&mut self, body: bytes::Bytes, target: Box<str>) {
+        self.body = Some((body, target));
+    }
+
+    /// Records the answer for an idempotency-key claim as it streams to the agent.
+    pub fn record_for(&mut self, ticket: Ticket, recording: Recording) {
+        self.idempotency = Some((ticket, recording));
+    }
+
+    /// The upstream's response head arrived.
+    pub fn response_head(&mut self, status: u16, content_type: Option<&[u8]>) {
+        let kind = ContentKind::from_header(content_type);
+        self.status = Some(status);
+        self.content_type = content_type
+            .and_then(|c| std::str::from_utf8(c).ok())
+            .map(Box::from);
+        if kind == ContentKind::Sse && (200..300).contains(&status) {
+            self.sse_stream = Some(self.ctx.metrics.sse_stream_guard());
+        }
+        self.exchange.response_head(status, kind);
+        self.report_settled();
+    }
+
+    /// strata answered itself (502/504): there was no upstream response.
+    pub fn no_response(&mut self, status: u16) {
+        self.status = Some(status);
+        self.exchange.no_response();
+        self.finish(exchange::BodyEnd::Complete);
+    }
+
+    fn report_settled(&mut self) {
+        let mut settled = Vec::new();
+        self.exchange.drain_settled(|i, request, verdict| {
+            settled.push((i, request.clone(), verdict.clone()))
+        });
+        for (i, request, verdict) in settled {
+            self.record(i, &request, &verdict);
+        }
+    }
+
+    fn finish(&mut self, how: exchange::BodyEnd) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.report_settled();
+        let mut answered = how == exchange::BodyEnd::Complete;
+        for (i, request, resolution) in self.exchange.end(how) {
+            if !matches!(&resolution, Resolution::Final(v) if !matches!(v.outcome, Outcome::StreamIncomplete | Outcome::ClientCancelled))
+            {
+                answered = false;
+            }
+            match resolution {
+                Resolution::Final(verdict) => self.record(i, &request, &verdict),
+                Resolution::Pending { last_event_id } => {
+                    let parked = self.park(i, request, last_event_id.bytes());
+                    if let Some((request, verdict)) = parked {
+                        self.record(i, &request, &verdict);
+                    }
+                }
+            }
+        }
+        // The key's record: only a whole, final answer answers repeats; otherwise the claim
+        // is released (dropping the ticket does it) so the agent may try again.
+        if let Some((ticket, recording)) = self.idempotency.take()
+            && answered
+            && let Some(record) = recording.finish()
+        {
+            tokio::spawn(async move {
+                if let Err(err) = ticket.complete(record).await {
+                    tracing::warn!(error = %err, "idempotency record not stored");
+                }
+            });
+        }
+        self.sse_stream = None;
+    }
+
+    /// Parks a call whose resumable stream closed early; without a session (or when the
+    /// registry is full) it is STREAM_INCOMPLETE at once.
+    fn park(
+        &mut self,
+        i: usize,
+        request: Request,
+        last_event_id: &[u8],
+    ) -> Option<(Request, Verdict)> {
+        let incomplete = Verdict::of(Outcome::StreamIncomplete);
+        let Some(session) = self.session.clone() else {
+            return Some((request, incomplete));
+        };
+        let mut meta = self.meta.get(i).cloned()?;
+        meta.statuses.extend(self.status);
+        meta.sse_events += self.exchange.sse_events();
+        let parked = Parked {
+            request,
+            meta,
+            session,
+            last_event_id: last_event_id.into(),
+            protocol_version: self.protocol_version.clone(),
+            content_type: self.content_type.clone(),
+            _pending: self.ctx.metrics.pending_resumable_guard(),
+        };
+        self.ctx
+            .resume
+            .park(&self.ctx, parked)
+            .map(|given_back| (given_back.request, incomplete))
+    }
+
+    fn record(&mut self, i: usize, request: &Request, verdict: &Verdict) {
+        let failed = !matches!(
+            verdict.outcome,
+            Outcome::Success | Outcome::ToolSuccess | Outcome::InputRequired
+        );
+        if failed && let Some((body, target)) = &self.body {
+            self.ctx.recent.failed(
+                self.session.as_deref(),
+                &request.method.text_lossy(),
+                &request.tool.text_lossy(),
+                target,
+                body,
+            );
+        }
+        if let Some(annotations) = &self.ctx.annotations
+            && verdict.outcome == Outcome::Success
+            && request.method.is_string("tools/list")
+        {
+            for hint in self.exchange.take_tool_hints() {
+                annotations.learn(&hint.name, hint.read_only, hint.idempotent);
+            }
+        }
+        let Some(meta) = self.meta.get(i) else {
+            return;
+        };
+        let mut statuses = meta.statuses.clone();
+        statuses.extend(self.status);
+        let facts = Facts {
+            session: self.session.as_deref(),
+            client: self.client.as_deref(),
+            protocol_version: self.protocol_version.as_deref(),
+            content_type: self.content_type.as_deref(),
+            statuses,
+            sse_events: meta.sse_events + self.exchange.sse_events(),
+            attempts: meta.attempts,
+            client_retry: meta.client_retry,
+        };
+        record_call(&self.ctx, request, verdict, meta.started, facts);
+    }
+}
+
+impl BodySink for CallTracker {
+    #[inline]
+    fn on_data(&mut self, chunk: &[u8]) {
+        self.exchange.data(chunk);
+        if let Some((_, recording)) = &mut self.idempotency {
+            recording.push(chunk);
+        }
+        if self.exchange.content() == ContentKind::Sse {
+            // SSE: a final event settles its call now, though the stream may stay open.
+            self.report_settled();
+        }
+    }
+
+    fn on_end(&mut self, end: BodyEnd) {
+        self.finish(match end {
+            BodyEnd::Complete => exchange::BodyEnd::Complete,
+            BodyEnd::Error => exchange::BodyEnd::UpstreamError,
+            BodyEnd::Dropped => exchange::BodyEnd::AgentGone,
+        });
+    }
+}
+
+impl Drop for CallTracker {
+    fn drop(&mut self) {
+        // Dropped before any body ended it: the agent left while strata waited for the
+        // upstream's head (hyper dropped the request future).
+        self.finish(exchange::BodyEnd::AgentGone);
+    }
+}
+
+/// What the log record says about the exchange(s) behind a call.
+pub(super) struct Facts<'a> {
+    pub session: Option<&'a str>,
+    pub client: Option<&'a str>,
+    pub protocol_version: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+    pub statuses: Vec<u16>,
+    pub sse_events: u32,
+    pub attempts: u32,
+    pub client_retry: bool,
+}
+
+/// Counts one call and writes its record.
+pub(super) fn record_call(
+    ctx: &CallContext,
+    request: &Request,
+    verdict: &Verdict,
+    started: Instant,
+    facts: Facts<'_>,
+) {
+    let duration = started.elapsed();
+    let method = request.method.text_lossy();
+    let tool = request.tool.text_lossy();
+    ctx.metrics
+        .call(&method, &tool)
+        .record(verdict.outcome, duration);
+
+    let mut record = CallRecord::new(
+        ctx.upstream.clone(),
+        method.into_owned(),
+        id_text(request),
+        verdict.outcome,
+        duration,
+    );
+    record.session = facts.session.map(SessionHash::new);
+    // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
+    record.client = match request.client.kind {
+        Kind::String => Some(request.client.text_lossy().into_owned()),
+        _ => facts.client.map(str::to_owned),
+    };
+    record.protocol_version = match facts.protocol_version {
+        Some(header) => Some(header.to_owned()),
+        None => (request.protocol_version.kind == Kind::String)
+            .then(|| request.protocol_version.text_lossy().into_owned()),
+    };
+    record.tool = (request.tool.kind == Kind::String).then(|| tool.into_owned());
+    record.http_statuses = facts.statuses;
+    record.attempts = facts.attempts;
+    if facts.client_retry {
+        record.retry_origin = RetryOrigin::Client;
+    } else if facts.attempts > 1 {
+        record.retry_origin = RetryOrigin::Proxy;
+    }
+    record.content_type = facts.content_type.map(str::to_owned);
+    record.sse_events = facts.sse_events;
+    record.error_code = verdict.error_code;
+    record.error_message_len = verdict.error_message_len;
+    if ctx.log_error_messages {
+        record.error_message = verdict
+            .error_message
+            .as_ref()
+            .map(|m| m.text_lossy().into_owned());
+    }
+    record.result_type = verdict
+        .result_type
+        .as_ref()
+        .map(|r| r.text_lossy().into_owned());
+    record.emit();
+}
+
+/// The request id as JSON text: `7`, or `"abc"` with its quotes.
+fn id_text(request: &Request) -> String {
+    let text = request.id.text_lossy();
+    match request.id.kind {
+        Kind::String => serde_json::Value::String(text.into_owned()).to_string(),
+        _ => text.into_owned(),
+    }
+}

@@ -1,0 +1,156 @@
+//! The upstream client: one hyper-util pool shared by every worker (pooled keep-alive
+//! connections to the MCP server are what make a sidecar cheap), http and https.
+//!
+//! TLS: rustls with the `ring` provider; roots are Mozilla's (webpki) or the host's (native),
+//! plus an optional extra CA file. Verification is on unless `insecure_skip_verify`, which is
+//! logged loudly at start-up. ALPN offers h2 and http/1.1.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::config::{TlsRoots, UpstreamTls};
+
+/// The body strata sends upstream: the agent's, observed by the request inspector.
+pub use super::replay::RequestBody;
+pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+
+/// Idle pooled connections are closed after this (below common server keep-alive limits of
+/// 60–120 s would race; hyper retries a request that hit a connection closed while idle).
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("upstream_tls.ca_file {path}: {reason}")]
+    CaFile { path: String, reason: String },
+    #[error("upstream TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Builds the shared upstream client.
+pub fn build(tls: &UpstreamTls, connect_timeout: Duration) -> Result<UpstreamClient, ClientError> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_nodelay(true);
+    let tls_config = tls_config(tls)?;
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build(https))
+}
+
+fn tls_config(tls: &UpstreamTls) -> Result<ClientConfig, ClientError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    if tls.insecure_skip_verify {
+        tracing::warn!(
+            "upstream_tls.insecure_skip_verify is ON: the upstream's certificate is NOT verified; \
+             anyone on the path can impersonate the MCP server"
+        );
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth());
+    }
+    let mut roots = RootCertStore::empty();
+    match tls.roots {
+        TlsRoots::Webpki => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        TlsRoots::Native => {
+            let found = rustls_native_certs::load_native_certs();
+            for err in &found.errors {
+                tracing::warn!(error = %err, "a native root certificate could not be loaded");
+            }
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    if let Some(path) = &tls.ca_file {
+        for cert in read_certs(path)? {
+            roots.add(cert).map_err(|e| ClientError::CaFile {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        }
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// Reads every certificate of a PEM file.
+pub fn read_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+    let err = |reason: String| ClientError::CaFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no PEM certificate in the file".into()));
+    }
+    Ok(certs)
+}
+
+/// Accepts any server certificate (signatures are still checked for form).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,141 @@
+//! Head rewriting for both directions. Everything not named here passes unchanged:
+//! `Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`,
+//! `Last-Event-ID`, `Authorization`, `Accept`, cookies, and every unknown header.
+//!
+//! Rules (RFC 9110 §7.6.1 Connection, §7.6.3 Via; de-facto X-Forwarded-For):
+//! - hop-by-hop headers are removed: `Connection` and every header it names, `Keep-Alive`,
+//!   `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`
+//!   (hyper re-frames bodies itself);
+//! - `Via: <version> strata` is appended (both directions);
+//! - `X-Forwarded-For` gets the agent's address appended (requests).
+//! - `Host` is kept by default: MCP servers check `Host`/`Origin` against DNS rebinding
+//!   (2025-11-25 transports §Security Warning), and a proxy that rewrites it switches that
+//!   defence off. `host_header: upstream` rewrites it to the upstream's authority, as nginx does.
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::Authority;
+use http::{Uri, Version};
+
+/// Hop-by-hop headers that are never forwarded, whatever `Connection` says.
+pub const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes hop-by-hop headers, including those `Connection` names.
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Appends `Via` for this hop.
+pub(super) fn add_via(headers: &mut HeaderMap, version: Version) {
+    let via = match version {
+        Version::HTTP_09 => "0.9 strata",
+        Version::HTTP_10 => "1.0 strata",
+        Version::HTTP_2 => "2 strata",
+        Version::HTTP_3 => "3 strata",
+        _ => "1.1 strata",
+    };
+    headers.append(header::VIA, HeaderValue::from_static(via));
+}
+
+/// Appends the agent's address to `X-Forwarded-For` (one list, comma separated).
+pub(super) fn add_forwarded_for(headers: &mut HeaderMap, agent: IpAddr) {
+    let name = HeaderName::from_static("x-forwarded-for");
+    let addr = agent.to_string();
+    let value = match headers.get(&name).and_then(|v| v.to_str().ok()) {
+        Some(prior) if !prior.is_empty() => format!("{prior}, {addr}"),
+        _ => addr,
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(name, value);
+    }
+}
+
+/// Sets `Host` for the upstream request. An h2 agent sends `:authority` instead of `Host`;
+/// the upstream (often h1) needs a `Host`, so it is made from the agent's authority.
+pub(super) fn set_host(
+    headers: &mut HeaderMap,
+    agent_uri: &Uri,
+    upstream: &Authority,
+    rewrite: bool,
+) {
+    if rewrite {
+        if let Ok(v) = HeaderValue::from_str(upstream.as_str()) {
+            headers.insert(header::HOST, v);
+        }
+        return;
+    }
+    if !headers.contains_key(header::HOST) {
+        let authority = agent_uri.authority().unwrap_or(upstream);
+        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
+            headers.insert(header::HOST, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_named() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
+        h.insert("x-secret-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("te", HeaderValue::from_static("trailers"));
+        h.insert("mcp-session-id", HeaderValue::from_static("abc"));
+        h.insert("authorization", HeaderValue::from_static("Bearer t"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 2);
+        assert!(h.contains_key("mcp-session-id"));
+        assert!(h.contains_key("authorization"));
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        add_forwarded_for(&mut h, "10.0.0.1".parse().unwrap());
+        add_forwarded_for(&mut h, "127.0.0.1".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+    }
+
+    #[test]
+    fn host_kept_or_rewritten() {
+        let up: Authority = "127.0.0.1:8000".parse().unwrap();
+        let uri: Uri = "/mcp".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("host", HeaderValue::from_static("agent.example:7000"));
+        set_host(&mut h, &uri, &up, false);
+        assert_eq!(h["host"], "agent.example:7000");
+        set_host(&mut h, &uri, &up, true);
+        assert_eq!(h["host"], "127.0.0.1:8000");
+        let h2: Uri = "https://svc.example/mcp".parse().unwrap();
+        let mut h = HeaderMap::new();
+        set_host(&mut h, &h2, &up, false);
+        assert_eq!(h["host"], "svc.example");
+    }
+}

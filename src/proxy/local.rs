@@ -1,0 +1,91 @@
+//! Answers strata writes itself, when there is no upstream answer to forward. Each says which
+//! side failed (header `x-strata-error`) and carries a JSON-RPC error body with a null id (the
+//! SDK clients read a JSON-RPC error from a non-2xx body: mcp-protocol.md §7).
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::body::{BodySink, ProxyBody};
+
+/// Why strata answered itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LocalError {
+    /// The agent's request target could not be forwarded (downstream side; not retryable).
+    BadRequestTarget,
+    /// The agent's request body broke while strata read it into the replay buffer
+    /// (downstream side).
+    BadRequestBody,
+    /// No connection to the upstream (upstream side; nothing was sent, a retry is safe).
+    UpstreamConnect,
+    /// The upstream connection broke before a response head (upstream side; the request may
+    /// have been processed, so a retry is safe only for idempotent calls).
+    UpstreamBroken,
+    /// No response head within `timeouts.response_head` (upstream side; same as above).
+    UpstreamTimeout,
+    /// The `Idempotency-Key` is in use by a call still running (downstream side: retry later).
+    IdempotencyInFlight,
+    /// The `Idempotency-Key` was used before with a different request (downstream side).
+    IdempotencyMismatch,
+}
+
+impl LocalError {
+    pub(super) fn status(self) -> StatusCode {
+        match self {
+            LocalError::BadRequestTarget | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
+            LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
+            LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
+            LocalError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+
+    /// The `x-strata-error` value: `side:reason`.
+    pub(super) fn code(self) -> &'static str {
+        match self {
+            LocalError::BadRequestTarget => "downstream:bad_request_target",
+            LocalError::BadRequestBody => "downstream:request_body_broken",
+            LocalError::UpstreamConnect => "upstream:connect_error",
+            LocalError::UpstreamBroken => "upstream:reset_before_response",
+            LocalError::UpstreamTimeout => "upstream:response_head_timeout",
+            LocalError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
+            LocalError::IdempotencyMismatch => "downstream:idempotency_key_reused",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            LocalError::BadRequestTarget => "strata: the request target cannot be forwarded",
+            LocalError::BadRequestBody => "strata: the request body broke before it was read",
+            LocalError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
+            LocalError::UpstreamBroken => {
+                "strata: the MCP server (upstream) closed the connection before responding"
+            }
+            LocalError::UpstreamTimeout => {
+                "strata: the MCP server (upstream) sent no response in time"
+            }
+            LocalError::IdempotencyInFlight => {
+                "strata: a call with this Idempotency-Key is still in progress; retry later"
+            }
+            LocalError::IdempotencyMismatch => {
+                "strata: this Idempotency-Key was used with a different request"
+            }
+        }
+    }
+}
+
+/// The response for a local error.
+pub(super) fn response<S: BodySink>(why: LocalError) -> Response<ProxyBody<S>> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32000,"message":"{}"}}}}"#,
+        why.message()
+    );
+    let mut response = Response::new(ProxyBody::local(body));
+    *response.status_mut() = why.status();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("x-strata-error", HeaderValue::from_static(why.code()));
+    response
+}

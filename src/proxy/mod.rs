@@ -1,0 +1,605 @@
+//! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
+//! inspector and the classifier only look at them as they go by.
+
+mod attempt;
+mod body;
+mod call;
+pub mod client;
+mod clients;
+mod forward;
+mod inspect;
+mod local;
+mod origin;
+mod replay;
+mod resume;
+pub mod server;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Method, Request, Response, Uri, Version};
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use crate::classify::exchange::Exchange;
+use crate::config::{self, Config, HostHeader};
+use crate::metrics::{HttpMethod, Limit, Metrics};
+
+pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody};
+pub use call::{CallContext, CallMeta, CallTracker};
+pub use client::{ClientError, UpstreamClient};
+pub use forward::HOP_BY_HOP;
+pub use resume::ResumeRegistry;
+
+use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
+use inspect::{InspectSink, Inspection};
+use local::LocalError;
+use replay::{Buffered, RequestBody};
+
+use bytes::Bytes;
+
+use crate::metrics::ReplayResult;
+use crate::policy::idempotency::{
+    Claim, Key, Record, Recording, Store as IdempotencyStore, Ticket, fingerprint,
+    recordable_status,
+};
+use crate::policy::{Annotations, Attempt, Next, Policy};
+
+/// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
+/// Management). Header names are case-insensitive; 2025-11-25 spells it `MCP-Session-Id`.
+const SESSION: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+/// The IETF draft's header (draft-ietf-httpapi-idempotency-key-header).
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
+const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The response body strata hands to hyper.
+pub type AgentBody = ProxyBody<CallTracker>;
+
+/// The proxy: shared by every connection and request.
+pub struct Proxy {
+    client: UpstreamClient,
+    ctx: Arc<CallContext>,
+    scheme: Scheme,
+    authority: Authority,
+    rewrite_host: bool,
+    response_head_timeout: Duration,
+    body_idle: Option<Duration>,
+    inspect_cap: usize,
+    policy: Policy,
+    carried: Carried,
+}
+
+/// What an `Idempotency-Key` means for this request.
+enum KeyClaim {
+    /// No usable key, or no store: forward as usual.
+    None,
+    /// First of its key: forward, and record the answer.
+    Fresh(Ticket, Vec<String>),
+    /// A repeat: answer from the record, with the repeat's ids.
+    Replay(Record, Vec<String>),
+    /// 409 or 422.
+    Refuse(LocalError),
+}
+
+/// The recorded answer, replayed with the repeat's ids and classified like an upstream's.
+fn replay_record(
+    tracker: Option<CallTracker>,
+    record: &Record,
+    ids: &[String],
+) -> Response<AgentBody> {
+    let body = record.replay_body(ids);
+    let mut response = Response::new(ProxyBody::Local(http_body_util::Full::new(
+        bytes::Bytes::new(),
+    )));
+    *response.status_mut() =
+        http::StatusCode::from_u16(record.status).unwrap_or(http::StatusCode::OK);
+    *response.headers_mut() = record.header_map();
+    response
+        .headers_mut()
+        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    let body = http_body_util::Full::new(body);
+    *response.body_mut() = match tracker {
+        Some(mut tracker) => {
+            let content_type = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(HeaderValue::as_bytes);
+            tracker.response_head(record.status, content_type);
+            ProxyBody::Replayed(ObservedBody::new(body, tracker))
+        }
+        None => ProxyBody::Local(body),
+    };
+    response
+}
+
+/// State that outlives a config reload.
+#[derive(Clone)]
+struct Carried {
+    metrics: Arc<Metrics>,
+    resume: Arc<ResumeRegistry>,
+    clients: Arc<clients::SessionClients>,
+    /// The upstream's tool annotations learnt so far.
+    annotations: Arc<Annotations>,
+    /// Idempotency records (the memory store must outlive a reload).
+    idempotency: IdempotencyStore,
+    /// Recent failed calls, to tell the agent's own retries.
+    recent: Arc<origin::RecentFailures>,
+}
+
+/// The proxy in force. A reload swaps it; each request takes the one current when it
+/// arrives and keeps it for its whole life.
+pub struct CurrentProxy(std::sync::RwLock<Arc<Proxy>>);
+
+impl CurrentProxy {
+    pub fn new(proxy: Arc<Proxy>) -> Arc<Self> {
+        Arc::new(CurrentProxy(std::sync::RwLock::new(proxy)))
+    }
+
+    pub fn load(&self) -> Arc<Proxy> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn store(&self, proxy: Arc<Proxy>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = proxy;
+    }
+}
+
+// === impl Proxy ===
+
+impl Proxy {
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Arc<Proxy>, ClientError> {
+        let carried = Carried {
+            metrics,
+            resume: ResumeRegistry::new(config.timeouts.resume_window),
+            clients: Arc::default(),
+            annotations: Arc::default(),
+            idempotency: IdempotencyStore::new(&config.policy.idempotency),
+            recent: Arc::default(),
+        };
+        Self::build(config, carried)
+    }
+
+    /// A proxy for a reloaded config that carries on this one's state: metric handles, calls
+    /// parked for a resumed stream, and what is known of sessions. The new upstream client
+    /// starts a new pool; in-flight exchanges finish on the old one.
+    pub fn reload(&self, config: &Config) -> Result<Arc<Proxy>, ClientError> {
+        Self::build(config, self.carried.clone())
+    }
+
+    fn build(config: &Config, carried: Carried) -> Result<Arc<Proxy>, ClientError> {
+        let client = client::build(&config.upstream_tls, config.timeouts.connect)?;
+        let scheme = match config.upstream.scheme {
+            config::Scheme::Http => Scheme::HTTP,
+            config::Scheme::Https => Scheme::HTTPS,
+        };
+        let upstream: Arc<str> = format!("{}://{}", scheme, config.upstream.authority).into();
+        let trusted = config.policy.trust_annotations;
+        let ctx = Arc::new(CallContext {
+            metrics: carried.metrics.clone(),
+            upstream,
+            log_error_messages: config.log.error_messages,
+            resume: carried.resume.clone(),
+            clients: carried.clients.clone(),
+            annotations: trusted.then(|| carried.annotations.clone()),
+            recent: carried.recent.clone(),
+        });
+        Ok(Arc::new(Proxy {
+            client,
+            ctx,
+            scheme,
+            authority: config.upstream.authority.clone(),
+            rewrite_host: config.host_header == HostHeader::Upstream,
+            response_head_timeout: config.timeouts.response_head,
+            body_idle: config.timeouts.body_idle,
+            inspect_cap: config.limits.request_inspect_bytes,
+            policy: Policy::new(&config.policy, carried.annotations.clone()),
+            carried,
+        }))
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.ctx.metrics
+    }
+
+    pub fn resume_registry(&self) -> &Arc<ResumeRegistry> {
+        &self.ctx.resume
+    }
+
+    /// Serves one agent request.
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        agent: SocketAddr,
+    ) -> Result<Response<AgentBody>, Infallible> {
+        let started = Instant::now();
+        self.ctx
+            .metrics
+            .http_request(HttpMethod::from_http(req.method()));
+        let (mut parts, body) = req.into_parts();
+        let method = parts.method.clone();
+
+        let session: Option<Arc<str>> = header_str(&parts.headers, SESSION).map(Arc::from);
+        let protocol_version = header_str(&parts.headers, PROTOCOL_VERSION).map(Box::from);
+        let ended_session = (method == Method::DELETE)
+            .then(|| session.clone())
+            .flatten();
+
+        // What this exchange may classify: a POST's requests, or parked calls a resumed
+        // stream may answer (GET + Last-Event-ID on a session).
+        let mut inspection = None;
+        let mut resumed = Vec::new();
+        let mut replay = None;
+        let mut body_kind = BodyKind::Other;
+        // A streamed POST body, handed back if the upstream client drops it unsent.
+        let mut unsent = None;
+        let first_body = if parts.method == Method::POST {
+            let i = Inspection::new();
+            let mut sink = i.sink(self.inspect_cap);
+            inspection = Some(i);
+            if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
+                match replay::read_up_to(body, self.policy.replay_cap()).await {
+                    Ok(Buffered::Whole(bytes)) => {
+                        sink.on_data(&bytes);
+                        sink.on_end(BodyEnd::Complete);
+                        replay = Some(bytes.clone());
+                        body_kind = BodyKind::Whole;
+                        RequestBody::Replay(Some(bytes))
+                    }
+                    Ok(Buffered::Over { prefix, rest }) => {
+                        self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
+                        body_kind = BodyKind::Over;
+                        RequestBody::prefixed(prefix, rest, sink)
+                    }
+                    // The agent's body broke: nothing can be forwarded.
+                    Err(_) => return Ok(local::response(LocalError::BadRequestBody)),
+                }
+            } else {
+                let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
+                unsent = Some(back);
+                body
+            }
+        } else {
+            let last_event_id = parts.headers.get(LAST_EVENT_ID);
+            if let (true, Some(session), Some(last)) =
+                (parts.method == Method::GET, &session, last_event_id)
+            {
+                resumed = self.ctx.resume.take_for_resume(session, last.as_bytes());
+            }
+            RequestBody::stream(ObservedBody::new(body, InspectSink::inert())).0
+        };
+
+        let uri = match self.upstream_uri(parts.uri.path_and_query()) {
+            Ok(uri) => uri,
+            Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
+        };
+        forward::set_host(
+            &mut parts.headers,
+            &parts.uri,
+            &self.authority,
+            self.rewrite_host,
+        );
+        forward::strip_hop_by_hop(&mut parts.headers);
+        forward::add_via(&mut parts.headers, parts.version);
+        forward::add_forwarded_for(&mut parts.headers, agent.ip());
+        parts.uri = uri;
+        // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
+        parts.version = Version::HTTP_11;
+
+        // Until the upstream answers, a dropped future (the agent left) must still give every
+        // request its outcome: the guard does that on drop.
+        let mut waiting = Waiting {
+            proxy: &self,
+            inspection,
+            resumed,
+            session,
+            protocol_version,
+            started,
+            attempts: 1,
+            statuses: Vec::new(),
+            client_retry: false,
+            body: None,
+        };
+        // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
+        // first call claims the key (issue "Retry and idempotency policy").
+        let mut claimed = None;
+        if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
+            match self.claim_key(&parts, value.as_bytes(), body).await {
+                KeyClaim::None => {}
+                KeyClaim::Fresh(ticket, ids) => claimed = Some((ticket, ids)),
+                KeyClaim::Replay(record, ids) => {
+                    waiting.client_retry = true;
+                    return Ok(replay_record(waiting.take_tracker(), &record, &ids));
+                }
+                KeyClaim::Refuse(why) => {
+                    if let Some(mut tracker) = waiting.take_tracker() {
+                        tracker.no_response(why.status().as_u16());
+                    }
+                    return Ok(local::response(why));
+                }
+            }
+        }
+        let plan = match &body_kind {
+            BodyKind::Whole | BodyKind::Over => waiting.retry_plan(&parts.headers),
+            BodyKind::Other => RetryPlan::default(),
+        };
+        if plan.applies {
+            self.policy.deposit();
+        }
+        // The agent's own retry of a call that just failed? (Checked only for one request.)
+        if let (Some(body), [(method, tool)]) = (&replay, plan.labels.as_slice()) {
+            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+            let session = waiting.session.as_deref();
+            if self
+                .ctx
+                .recent
+                .is_retry(session, method, tool, target, body)
+            {
+                waiting.client_retry = true;
+            }
+        }
+        if let Some(body) = &replay {
+            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+            waiting.body = Some((body.clone(), target.into()));
+        }
+        // A retry can only happen for an idempotent call whose body is in the replay buffer;
+        // only then is the head kept for re-sending.
+        let template =
+            (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
+        let mut first = Some((parts, first_body));
+        let response = loop {
+            let request = match (first.take(), &template) {
+                (Some((parts, body)), _) => Request::from_parts(parts, body),
+                (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
+                (None, None) => break Err(LocalError::UpstreamBroken),
+            };
+            let sent =
+                tokio::time::timeout(self.response_head_timeout, self.client.request(request))
+                    .await;
+            let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
+            let Some(failure) = failure.filter(|_| plan.applies) else {
+                break outcome;
+            };
+            let attempt = Attempt {
+                made: waiting.attempts,
+                idempotent: plan.idempotent,
+                replayable: replay.is_some(),
+                elapsed: started.elapsed(),
+                headers: outcome.as_ref().ok().map(Response::headers),
+            };
+            match self.policy.next(failure, &attempt) {
+                Next::Retry { wait, reason } => {
+                    plan.count(&self.ctx.metrics, |h| h.retry(reason));
+                    waiting.statuses.push(failure.status());
+                    waiting.attempts += 1;
+                    drop(outcome);
+                    tokio::time::sleep(wait).await;
+                }
+                Next::GiveUp(why) => {
+                    if let Some(why) = why {
+                        plan.count(&self.ctx.metrics, |h| h.suppressed(why));
+                    }
+                    break outcome;
+                }
+            }
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(why) => {
+                if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
+                    // Never sent (no connection): read it here so its calls get an outcome.
+                    replay::read_unsent(body, self.inspect_cap).await;
+                }
+                if let Some(mut tracker) = waiting.take_tracker() {
+                    tracker.no_response(why.status().as_u16());
+                }
+                let mut response = local::response(why);
+                add_attempts(response.headers_mut(), waiting.attempts);
+                return Ok(response);
+            }
+        };
+
+        let (mut parts, body) = response.into_parts();
+        forward::strip_hop_by_hop(&mut parts.headers);
+        forward::add_via(&mut parts.headers, parts.version);
+        add_attempts(&mut parts.headers, waiting.attempts);
+        parts.version = Version::HTTP_11;
+        let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
+        let body = match waiting.take_tracker() {
+            Some(mut tracker) => {
+                let content_type = parts
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .map(HeaderValue::as_bytes);
+                tracker.response_head(parts.status.as_u16(), content_type);
+                if let Some((ticket, ids)) = claimed
+                    && recordable_status(parts.status.as_u16())
+                {
+                    let recording = Recording::new(
+                        parts.status,
+                        &parts.headers,
+                        ids,
+                        self.carried.idempotency.record_cap(),
+                    );
+                    tracker.record_for(ticket, recording);
+                }
+                if let Some(assigned) = header_str(&parts.headers, SESSION) {
+                    tracker.learn_session(assigned);
+                }
+                ProxyBody::Observed(ObservedBody::new(body, tracker))
+            }
+            None => {
+                if method == Method::DELETE
+                    && parts.status.is_success()
+                    && let Some(session) = &ended_session
+                {
+                    self.ctx.clients.forget(session);
+                }
+                ProxyBody::Plain(body)
+            }
+        };
+        Ok(Response::from_parts(parts, body))
+    }
+
+    /// Claims an `Idempotency-Key` for a request whose body is in the replay buffer. The key
+    /// is scoped by the `Authorization` header, so one client can neither read nor block
+    /// another's keys. A store error forwards the call without idempotency (counted).
+    async fn claim_key(&self, parts: &http::request::Parts, value: &[u8], body: &[u8]) -> KeyClaim {
+        let scope = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .map_or(&[][..], HeaderValue::as_bytes);
+        let Some(key) = Key::new(value, scope) else {
+            return KeyClaim::None;
+        };
+        let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+        let Some(fp) = fingerprint(target, body) else {
+            return KeyClaim::None;
+        };
+        let metrics = &self.ctx.metrics;
+        match self.carried.idempotency.claim(&key, fp.fingerprint).await {
+            Ok(Claim::Fresh(ticket)) => KeyClaim::Fresh(ticket, fp.ids),
+            Ok(Claim::Done(record)) => {
+                metrics.idempotent_replay(ReplayResult::Replayed);
+                KeyClaim::Replay(record, fp.ids)
+            }
+            Ok(Claim::InFlight) => {
+                metrics.idempotent_replay(ReplayResult::Conflict);
+                KeyClaim::Refuse(LocalError::IdempotencyInFlight)
+            }
+            Ok(Claim::Mismatch) => {
+                metrics.idempotent_replay(ReplayResult::Mismatch);
+                KeyClaim::Refuse(LocalError::IdempotencyMismatch)
+            }
+            Err(err) => {
+                metrics.idempotent_replay(ReplayResult::StoreError);
+                tracing::warn!(error = %err, "idempotency store unavailable; forwarding without it");
+                KeyClaim::None
+            }
+        }
+    }
+
+    fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let pq = pq
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(pq)
+            .build()
+    }
+}
+
+/// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
+/// request it carried is CLIENT_CANCELLED.
+struct Waiting<'a> {
+    proxy: &'a Arc<Proxy>,
+    inspection: Option<Inspection>,
+    resumed: Vec<resume::Parked>,
+    session: Option<Arc<str>>,
+    protocol_version: Option<Box<str>>,
+    started: Instant,
+    /// Upstream attempts so far, and the status of each failed one.
+    attempts: u32,
+    statuses: Vec<u16>,
+    /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
+    client_retry: bool,
+    /// The request body (from the replay buffer) and target, to remember a failure by.
+    body: Option<(Bytes, Box<str>)>,
+}
+
+impl Waiting<'_> {
+    /// What the policy says about the call, from its (buffered, so fully inspected) body.
+    fn retry_plan(&self, headers: &http::HeaderMap) -> RetryPlan {
+        let Some(inspection) = &self.inspection else {
+            return RetryPlan::default();
+        };
+        let has_key = headers.contains_key(IDEMPOTENCY_KEY);
+        let labels: Vec<(String, String)> = inspection.requests(|r| {
+            (
+                r.method.text_lossy().into_owned(),
+                r.tool.text_lossy().into_owned(),
+            )
+        });
+        let policy = &self.proxy.policy;
+        RetryPlan {
+            applies: !labels.is_empty(),
+            idempotent: !labels.is_empty()
+                && labels
+                    .iter()
+                    .all(|(m, t)| policy.verdict(m, t, has_key).idempotent()),
+            labels,
+        }
+    }
+
+    /// The tracker for what this exchange carries, or `None` when it carries no call.
+    fn take_tracker(&mut self) -> Option<CallTracker> {
+        let ctx = self.proxy.ctx.clone();
+        if let Some(inspection) = self.inspection.take() {
+            if inspection.was_cut() {
+                ctx.metrics.limit_hit(Limit::RequestInspectBytes);
+            }
+            let found = inspection.take();
+            if found.overflow > 0 {
+                ctx.metrics.limit_hit(Limit::BatchRequests);
+            }
+            if found.requests.is_empty() {
+                return None;
+            }
+            let meta = vec![
+                CallMeta {
+                    started: self.started,
+                    statuses: std::mem::take(&mut self.statuses),
+                    attempts: self.attempts,
+                    client_retry: self.client_retry,
+                    sse_events: 0,
+                };
+                found.requests.len()
+            ];
+            let exchange = Exchange::new(found.requests, found.batch);
+            let mut tracker = CallTracker::new(
+                ctx,
+                exchange,
+                meta,
+                self.session.clone(),
+                self.protocol_version.take(),
+            );
+            if let Some((body, target)) = self.body.take() {
+                tracker.remember_body(body, target);
+            }
+            return Some(tracker);
+        }
+        if self.resumed.is_empty() {
+            return None;
+        }
+        let parked = std::mem::take(&mut self.resumed);
+        let protocol_version = parked.first().and_then(|p| p.protocol_version.clone());
+        let (requests, meta): (Vec<_>, Vec<_>) =
+            parked.into_iter().map(|p| (p.request, p.meta)).unzip();
+        Some(CallTracker::new(
+            ctx,
+            Exchange::new(requests, false),
+            meta,
+            self.session.clone(),
+            protocol_version,
+        ))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
+        drop(self.take_tracker());
+    }
+}
+
+fn header_str<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}

@@ -1,0 +1,127 @@
+//! `retry_origin: client`: the agent re-sent a request that had just failed — same session,
+//! method, tool and fingerprint (the request without its JSON-RPC id and `_meta`) — within
+//! [`WINDOW`]. Fingerprints cost a parse, so they are only taken when needed: of a failed
+//! call's body (kept in the replay buffer anyway), and of a new request only when a failure
+//! with the same session, method and tool is on record.
+//!
+//! Limits: [`MAX_REMEMBERED`] failures at once; when full, the oldest half is dropped (a
+//! client retry then logs as `none`, never wrongly as `client`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::policy::idempotency::{Fingerprint, fingerprint};
+
+/// How long after a failure a repeat counts as the agent's retry.
+pub(super) const WINDOW: Duration = Duration::from_secs(300);
+/// Failures remembered at once.
+pub(super) const MAX_REMEMBERED: usize = 4096;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CallKey {
+    session: Box<str>,
+    method: Box<str>,
+    tool: Box<str>,
+}
+
+/// Recent failed calls, by session, method and tool.
+#[derive(Default)]
+pub struct RecentFailures {
+    map: Mutex<HashMap<CallKey, (Fingerprint, Instant)>>,
+}
+
+impl RecentFailures {
+    fn key(session: Option<&str>, method: &str, tool: &str) -> CallKey {
+        CallKey {
+            session: session.unwrap_or_default().into(),
+            method: method.into(),
+            tool: tool.into(),
+        }
+    }
+
+    /// A call failed: remember what it was.
+    pub fn failed(
+        &self,
+        session: Option<&str>,
+        method: &str,
+        tool: &str,
+        target: &str,
+        body: &[u8],
+    ) {
+        let Some(fp) = fingerprint(target, body) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_REMEMBERED {
+            map.retain(|_, (_, at)| now.saturating_duration_since(*at) < WINDOW / 2);
+        }
+        map.insert(Self::key(session, method, tool), (fp.fingerprint, now));
+    }
+
+    /// Whether this request repeats a recent failure (and forgets that failure).
+    pub fn is_retry(
+        &self,
+        session: Option<&str>,
+        method: &str,
+        tool: &str,
+        target: &str,
+        body: &[u8],
+    ) -> bool {
+        let key = Self::key(session, method, tool);
+        let recorded = {
+            let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(&key) {
+                Some((fp, at)) if at.elapsed() < WINDOW => *fp,
+                _ => return false,
+            }
+        };
+        let same = fingerprint(target, body).is_some_and(|f| f.fingerprint == recorded);
+        if same {
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            map.remove(&key);
+        }
+        same
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repeat_of_a_failure_is_a_client_retry() {
+        let r = RecentFailures::default();
+        let body = |id: u32, arg: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t","arguments":{{"a":{arg}}}}}}}"#
+            )
+        };
+        r.failed(Some("s1"), "tools/call", "t", "/mcp", body(1, 1).as_bytes());
+        assert!(
+            !r.is_retry(Some("s2"), "tools/call", "t", "/mcp", body(2, 1).as_bytes()),
+            "other session"
+        );
+        assert!(
+            !r.is_retry(Some("s1"), "tools/call", "t", "/mcp", body(2, 9).as_bytes()),
+            "other arguments"
+        );
+        assert!(
+            r.is_retry(Some("s1"), "tools/call", "t", "/mcp", body(2, 1).as_bytes()),
+            "same request, new id"
+        );
+        assert!(
+            !r.is_retry(Some("s1"), "tools/call", "t", "/mcp", body(3, 1).as_bytes()),
+            "counted once"
+        );
+        r.failed(None, "tools/call", "t", "/mcp", body(4, 1).as_bytes());
+        tokio::time::advance(WINDOW).await;
+        assert!(
+            !r.is_retry(None, "tools/call", "t", "/mcp", body(5, 1).as_bytes()),
+            "too late"
+        );
+    }
+}

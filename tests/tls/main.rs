@@ -1,0 +1,19 @@
+//! TLS on both sides of strata, with certificates made at test time (`pki.rs`):
+//! - agent-facing termination: h1 and h2 over TLS, mutual TLS, failed handshakes counted,
+//!   certificates reloaded with the config (`agent.rs`);
+//! - the `tls` config section (`config.rs`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failure should fail the test"
+)]
+#![allow(unreachable_pub, reason = "helper modules of one test crate")]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agent;
+mod config;
+mod peers;
+mod pki;

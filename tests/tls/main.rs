@@ -1,6 +1,8 @@
 //! TLS on both sides of strata, with certificates made at test time (`pki.rs`):
 //! - agent-facing termination: h1 and h2 over TLS, mutual TLS, failed handshakes counted,
 //!   certificates reloaded with the config (`agent.rs`);
+//! - the upstream client: verification on by default, a private CA, SNI, and the loudly
+//!   logged opt-out (`upstream.rs`);
 //! - the `tls` config section (`config.rs`).
 #![allow(
     clippy::unwrap_used,
@@ -17,3 +19,4 @@ mod agent;
 mod config;
 mod peers;
 mod pki;
+mod upstream;

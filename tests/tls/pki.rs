@@ -1,5 +1,5 @@
 //! Certificates made at test time with rcgen: a CA, server certificates for 127.0.0.1 and
-//! localhost, client certificates; written to a scratch directory as
+//! localhost, client certificates, and self-signed ones; written to a scratch directory as
 //! PEM files for strata's config, and turned into rustls configs for the test's own peers.
 
 use std::path::{Path, PathBuf};
@@ -63,6 +63,14 @@ impl Ca {
         roots.add(self.issuer.der().clone()).unwrap();
         roots
     }
+}
+
+/// A self-signed server certificate for 127.0.0.1 and localhost (no CA vouches for it).
+pub fn self_signed() -> Leaf {
+    let key = KeyPair::generate().unwrap();
+    let params = leaf_params("self-signed", ExtendedKeyUsagePurpose::ServerAuth);
+    let cert = params.self_signed(&key).unwrap();
+    Leaf::new(cert.pem(), cert.der().clone(), &key)
 }
 
 fn leaf_params(name: &str, usage: ExtendedKeyUsagePurpose) -> CertificateParams {

@@ -86,7 +86,7 @@ async fn failed_handshakes_are_counted_and_leave_others_alone() {
     let ca = Ca::new("agent CA");
     ca.server(1).write(&dir, "server");
     let (running, _, _testbed) = tls_strata(&dir, false, |c| {
-        c.timeouts.header_read = Duration::from_millis(300);
+        c.timeouts.header_read = Duration::from_secs(1);
     })
     .await;
 

@@ -1,9 +1,11 @@
 //! The `tls` section: read relative to the config file, both halves of the pair required,
-//! and files that hold no usable PEM refused when strata starts.
+//! and files that hold no usable PEM refused when strata starts and by `check-config`.
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use strata::app::{self, StartError};
+use strata::cli::{EXIT_CONFIG_INVALID, check_config};
 use strata::config::{Config, ListenTls};
 
 use crate::pki::{Ca, scratch_dir};
@@ -125,4 +127,42 @@ async fn unusable_pem_stops_the_start_naming_the_key() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn check_config_reads_the_certificate_files() {
+    let dir = scratch_dir("config_check");
+    let ca = Ca::new("config CA");
+    ca.server(1).write(&dir, "server");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("junk.pem"), "junk\n").unwrap();
+    let path = dir.join("strata.yaml");
+    let check = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = check_config(&path, &mut out, &mut err);
+        let text = String::from_utf8(if code == ExitCode::SUCCESS { out } else { err });
+        (code, text.unwrap())
+    };
+    let up = "upstream: https://127.0.0.1:1\n";
+    let good = format!("{up}tls: {{cert_file: server.crt, key_file: server.key}}\n");
+    assert_eq!(check(&good).0, ExitCode::SUCCESS);
+    let good = format!("{up}upstream_tls: {{ca_file: ca.pem}}\n");
+    assert_eq!(check(&good).0, ExitCode::SUCCESS);
+
+    let file = path.display();
+    let (code, text) = check(&format!(
+        "{up}tls: {{cert_file: junk.pem, key_file: server.key}}\n"
+    ));
+    assert_eq!(code, ExitCode::from(EXIT_CONFIG_INVALID));
+    assert!(
+        text.starts_with(&format!("{file}: downstream TLS: tls.cert_file ")),
+        "{text}"
+    );
+    let (code, text) = check(&format!("{up}upstream_tls: {{ca_file: junk.pem}}\n"));
+    assert_eq!(code, ExitCode::from(EXIT_CONFIG_INVALID));
+    assert!(
+        text.starts_with(&format!("{file}: upstream_tls.ca_file ")),
+        "{text}"
+    );
 }

@@ -3,6 +3,7 @@
 //!   certificates reloaded with the config (`agent.rs`);
 //! - the upstream client: verification on by default, a private CA, SNI, and the loudly
 //!   logged opt-out (`upstream.rs`);
+//! - both at once, with SSE events streamed as they come (`streaming.rs`);
 //! - the `tls` config section (`config.rs`).
 #![allow(
     clippy::unwrap_used,
@@ -19,4 +20,5 @@ mod agent;
 mod config;
 mod peers;
 mod pki;
+mod streaming;
 mod upstream;

@@ -7,22 +7,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Version;
+use http::{Response, Version};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::pki::{Leaf, provider};
 use crate::support::LIMIT;
-
-/// A 2026-07-28 tools/call of `ok` (stateless: no session to set up).
-const CALL_OK: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 /// What the agent got.
 #[derive(Debug)]
@@ -68,17 +67,9 @@ impl TlsAgent {
         }
     }
 
-    /// POSTs a tools/call of `ok` to `https://127.0.0.1:PORT/mcp`.
+    /// POSTs a tools/call of `ok` to `https://127.0.0.1:PORT/mcp` and reads the whole reply.
     pub async fn call_ok(&self) -> Result<Reply, hyper_util::client::legacy::Error> {
-        let request = http::Request::post(format!("https://{}/mcp", self.at))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .body(Full::new(Bytes::from_static(CALL_OK.as_bytes())))
-            .unwrap();
-        let response = tokio::time::timeout(LIMIT, self.client.request(request))
-            .await
-            .expect("the call timed out")?;
+        let response = self.call("ok", json!({})).await?;
         let (status, version) = (response.status().as_u16(), response.version());
         let body = tokio::time::timeout(LIMIT, response.into_body().collect())
             .await
@@ -90,6 +81,30 @@ impl TlsAgent {
             version,
             body,
         })
+    }
+
+    /// POSTs a 2026-07-28 tools/call of `tool`; returns at the response head.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        });
+        let request = http::Request::post(format!("https://{}/mcp", self.at))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        tokio::time::timeout(LIMIT, self.client.request(request))
+            .await
+            .expect("the call timed out")
     }
 }
 

@@ -90,14 +90,14 @@ impl Drop for TlsFront {
 }
 
 /// The testbed behind a TLS front serving `leaf`.
-struct HttpsUpstream {
-    front: TlsFront,
-    testbed: Arc<Testbed>,
+pub struct HttpsUpstream {
+    pub front: TlsFront,
+    pub testbed: Arc<Testbed>,
     _handle: TestbedHandle,
 }
 
 impl HttpsUpstream {
-    async fn spawn(leaf: &Leaf) -> HttpsUpstream {
+    pub async fn spawn(leaf: &Leaf) -> HttpsUpstream {
         let (addr, testbed, handle) = Testbed::spawn_local().await.unwrap();
         HttpsUpstream {
             front: TlsFront::spawn(leaf, addr).await,
@@ -107,7 +107,7 @@ impl HttpsUpstream {
     }
 
     /// `https://HOST:PORT` of the front.
-    fn url(&self, host: &str) -> Upstream {
+    pub fn url(&self, host: &str) -> Upstream {
         Upstream::parse(&format!("https://{host}:{}", self.front.addr.port())).unwrap()
     }
 }

@@ -207,3 +207,40 @@ async fn a_reload_serves_the_renewed_certificate_to_new_connections() {
     );
     running.stop().await;
 }
+
+#[tokio::test]
+async fn a_reload_turns_tls_on_and_off_for_new_connections() {
+    let dir = scratch_dir("agent_toggle");
+    let ca = Ca::new("agent CA");
+    ca.server(1).write(&dir, "server");
+    let (running, mut config, _testbed) = tls_strata(&dir, false, |c| c.tls = None).await;
+    let at = running.listen;
+    let fresh_tls = || TlsAgent::new(at, ca.roots(), None, Version::HTTP_11);
+    assert!(answers_plain_http(at).await);
+    assert!(fresh_tls().call_ok().await.is_err());
+
+    config.tls = Some(ListenTls {
+        cert_file: dir.join("server.crt"),
+        key_file: dir.join("server.key"),
+        client_ca_file: None,
+    });
+    running.reload(&config).unwrap();
+    assert_eq!(fresh_tls().call_ok().await.unwrap().status, 200);
+    assert!(!answers_plain_http(at).await);
+
+    config.tls = None;
+    running.reload(&config).unwrap();
+    assert!(answers_plain_http(at).await);
+    assert!(fresh_tls().call_ok().await.is_err());
+    running.stop().await;
+}
+
+/// Whether a new plain connection gets an HTTP response to a GET.
+async fn answers_plain_http(at: SocketAddr) -> bool {
+    let mut stream = TcpStream::connect(at).await.unwrap();
+    let request = b"GET /mcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    stream.write_all(request).await.unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(LIMIT, stream.read_to_end(&mut reply)).await;
+    reply.starts_with(b"HTTP/1.1 ")
+}

@@ -48,7 +48,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
-    // Shared with the TLS connection tasks, which build their connection after the handshake.
+    // Shared with the connection tasks, which build their connection after any TLS handshake.
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -67,29 +67,20 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let current = proxy.clone();
                 let service = service_fn(move |req| current.load().handle(req, agent));
-                if let Some(acceptor) = tls.load() {
-                    let (tls, builder) = (tls.clone(), builder.clone());
-                    let watcher = graceful.watcher();
-                    let deadline = settings.header_read;
-                    tokio::spawn(async move {
-                        let Some(stream) = tls.handshake(acceptor, stream, agent, deadline).await
-                        else {
-                            return;
-                        };
-                        let conn = builder
-                            .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        if let Err(err) = watcher.watch(conn.into_owned()).await {
-                            tracing::debug!(error = %err, %agent, "agent connection ended with an error");
-                        }
-                    });
-                    continue;
-                }
-                let conn = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                    .into_owned();
-                let conn = graceful.watch(conn);
+                // Read per connection: a reloaded certificate applies from the next accept.
+                let acceptor = tls.load();
+                let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
+                let header_read = settings.header_read;
                 tokio::spawn(async move {
-                    if let Err(err) = conn.await {
+                    // The TLS handshake runs here, not in the accept loop: a slow agent delays
+                    // only itself.
+                    let Some(io) = tls.accept(acceptor, stream, agent, header_read).await else {
+                        return;
+                    };
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(io), service)
+                        .into_owned();
+                    if let Err(err) = watcher.watch(conn).await {
                         tracing::debug!(error = %err, %agent, "agent connection ended with an error");
                     }
                 });

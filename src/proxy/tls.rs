@@ -7,13 +7,17 @@
 //! under a deadline, so a slow or hostile agent never holds up the accept loop.
 
 use std::io;
+use std::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -71,17 +75,21 @@ impl AgentTls {
         *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
     }
 
-    /// Runs the handshake within `deadline`. A failure is counted and logged here, once for
-    /// the connection, and the connection is dropped.
-    pub(super) async fn handshake(
+    /// The connection's byte stream: `stream` itself without TLS, else the TLS session once
+    /// the handshake is done (within `deadline`). A failed handshake is counted and logged
+    /// here, once for the connection, and the connection is dropped (`None`).
+    pub(super) async fn accept(
         &self,
-        acceptor: TlsAcceptor,
+        acceptor: Option<TlsAcceptor>,
         stream: TcpStream,
-        agent: std::net::SocketAddr,
+        agent: SocketAddr,
         deadline: Duration,
-    ) -> Option<TlsStream<TcpStream>> {
+    ) -> Option<AgentIo> {
+        let Some(acceptor) = acceptor else {
+            return Some(AgentIo::Plain(stream));
+        };
         let (reason, error) = match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => return Some(tls),
+            Ok(Ok(tls)) => return Some(AgentIo::Tls(Box::new(tls))),
             Ok(Err(err)) => (failure(&err), err.to_string()),
             Err(_) => (TlsFailure::Timeout, "not finished in time".to_owned()),
         };
@@ -89,6 +97,72 @@ impl AgentTls {
         // debug, not warn: port scanners and load-balancer TCP probes fail here all day long.
         tracing::debug!(%agent, %reason, %error, "agent TLS handshake failed");
         None
+    }
+}
+
+/// An agent connection: plain TCP, or TLS over it. One type, so that everything after the
+/// handshake is the same code for both.
+pub(super) enum AgentIo {
+    Plain(TcpStream),
+    /// Boxed: a TLS session is far larger than a plain stream (clippy: large_enum_variant).
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for AgentIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for AgentIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            AgentIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            AgentIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            AgentIo::Plain(s) => s.is_write_vectored(),
+            AgentIo::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The agent-facing listener: HTTP/1.1 and h2 (hyper-util's auto builder), one task per
-//! connection, graceful drain on shutdown.
+//! connection, graceful drain on shutdown; TLS when configured (see `tls.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use super::CurrentProxy;
+use super::tls::AgentTls;
 
 /// Concurrent h2 streams per agent connection (h2's default is unlimited-ish; bound it).
 pub const MAX_CONCURRENT_STREAMS: u32 = 256;
@@ -31,6 +32,7 @@ pub struct ServerSettings {
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<CurrentProxy>,
+    tls: Arc<AgentTls>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -46,6 +48,8 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+    // Shared with the connection tasks, which build their connection after any TLS handshake.
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -63,12 +67,20 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let current = proxy.clone();
                 let service = service_fn(move |req| current.load().handle(req, agent));
-                let conn = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                    .into_owned();
-                let conn = graceful.watch(conn);
+                // Read per connection: a reloaded certificate applies from the next accept.
+                let acceptor = tls.load();
+                let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
+                let header_read = settings.header_read;
                 tokio::spawn(async move {
-                    if let Err(err) = conn.await {
+                    // The TLS handshake runs here, not in the accept loop: a slow agent delays
+                    // only itself.
+                    let Some(io) = tls.accept(acceptor, stream, agent, header_read).await else {
+                        return;
+                    };
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(io), service)
+                        .into_owned();
+                    if let Err(err) = watcher.watch(conn).await {
                         tracing::debug!(error = %err, %agent, "agent connection ended with an error");
                     }
                 });

@@ -173,7 +173,7 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              host_header, upstream_tls, timeouts, log, metrics, limits, retry, tools, \
-             trust_annotations, idempotency",
+             trust_annotations, idempotency, origins",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
@@ -490,5 +490,27 @@ fn check_config_command() {
             "{}: cannot read config file: No such file or directory (os error 2)\n",
             missing.display()
         )
+    );
+}
+
+#[test]
+fn origins_are_normalised_and_bad_ones_reported_where_they_are() {
+    let c = parse(
+        "upstream: http://h:1\norigins: [HTTPS://App.Example.com:443, 'http://localhost:6274']\n",
+    )
+    .unwrap();
+    let entries: Vec<&str> = c.origins.entries().collect();
+    assert_eq!(
+        entries,
+        ["https://app.example.com", "http://localhost:6274"]
+    );
+    assert_eq!(
+        errors(
+            "upstream: http://h:1\norigins:\n  - https://ok.example\n  - ok.example\n  - https://a.example/path\n"
+        ),
+        [
+            "t.yaml:4:5: origins[1]: invalid origin \"ok.example\": no scheme; expected scheme://host[:port], e.g. https://app.example.com",
+            "t.yaml:5:5: origins[2]: invalid origin \"https://a.example/path\": an origin has a host and nothing after it (no path, no user); expected scheme://host[:port], e.g. https://app.example.com",
+        ]
     );
 }

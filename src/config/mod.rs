@@ -11,6 +11,7 @@ use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 mod error;
 mod locate;
+mod origins;
 mod policy;
 mod raw;
 mod sections;
@@ -21,6 +22,7 @@ mod validate;
 /// Re-exported so config users need not know telemetry owns the type.
 pub use crate::telemetry::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
+pub use origins::Origins;
 pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
 };
@@ -52,6 +54,8 @@ pub struct Config {
     pub limits: Limits,
     /// Retry and idempotency policy.
     pub policy: PolicyConfig,
+    /// Browser origins allowed to call (empty: no check).
+    pub origins: Origins,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -82,6 +86,7 @@ impl Config {
             metrics: MetricsConfig::default(),
             limits: Limits::default(),
             policy: PolicyConfig::default(),
+            origins: Origins::default(),
         }
     }
 

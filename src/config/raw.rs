@@ -28,6 +28,7 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<Vec<Spanned<RawToolRule>>>,
     pub(super) trust_annotations: Option<bool>,
     pub(super) idempotency: Option<RawIdempotency>,
+    pub(super) origins: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

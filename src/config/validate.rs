@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 
 use super::error::{ConfigError, ConfigErrors, Position, quoted};
+use super::origins::{self, Origins};
 use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawTimeouts, RawUpstreamTls};
 use super::sections::{
     DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE,
@@ -68,6 +69,7 @@ pub(super) fn validate(
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
     let limits = v.limits(raw.limits.unwrap_or_default());
     let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
+    let origins = v.origins(raw.origins.unwrap_or_default());
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -82,6 +84,7 @@ pub(super) fn validate(
             metrics,
             limits,
             policy,
+            origins,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.
@@ -258,6 +261,19 @@ impl Validator<'_> {
                 |s| size_in(s, MAX_HEADER_BYTES_RANGE),
             ),
         }
+    }
+
+    fn origins(&mut self, raw: Vec<Spanned<String>>) -> Origins {
+        let mut entries = Vec::with_capacity(raw.len());
+        for (i, entry) in raw.into_iter().enumerate() {
+            let path = format!("origins[{i}]");
+            if let Some(origin) = self.parse(Some(entry), &path, None, |s| {
+                origins::parse_origin(s).map(Some)
+            }) {
+                entries.push(origin);
+            }
+        }
+        Origins::new(entries)
     }
 
     /// The proxy and admin listeners cannot share a port: the second bind would fail at

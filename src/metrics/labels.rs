@@ -121,6 +121,8 @@ label_enum! {
         PendingCalls => "pending_calls",
         /// A 2025-03-26 batch held more requests than are classified.
         BatchRequests => "batch_requests",
+        /// A request from a browser `Origin` not in `origins` was refused (403).
+        Origin => "origin",
     }
 }
 

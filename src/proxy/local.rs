@@ -26,6 +26,8 @@ pub(super) enum LocalError {
     IdempotencyInFlight,
     /// The `Idempotency-Key` was used before with a different request (downstream side).
     IdempotencyMismatch,
+    /// A browser's `Origin` is not in `origins` (downstream side; DNS-rebinding defence).
+    OriginForbidden,
 }
 
 impl LocalError {
@@ -36,6 +38,7 @@ impl LocalError {
             LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
             LocalError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            LocalError::OriginForbidden => StatusCode::FORBIDDEN,
         }
     }
 
@@ -49,6 +52,7 @@ impl LocalError {
             LocalError::UpstreamTimeout => "upstream:response_head_timeout",
             LocalError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
             LocalError::IdempotencyMismatch => "downstream:idempotency_key_reused",
+            LocalError::OriginForbidden => "downstream:origin_not_allowed",
         }
     }
 
@@ -69,6 +73,7 @@ impl LocalError {
             LocalError::IdempotencyMismatch => {
                 "strata: this Idempotency-Key was used with a different request"
             }
+            LocalError::OriginForbidden => "strata: this Origin is not allowed",
         }
     }
 }

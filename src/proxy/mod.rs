@@ -72,6 +72,7 @@ pub struct Proxy {
     response_head_timeout: Duration,
     body_idle: Option<Duration>,
     inspect_cap: usize,
+    origins: config::Origins,
     policy: Policy,
     carried: Carried,
 }
@@ -199,6 +200,7 @@ impl Proxy {
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
+            origins: config.origins.clone(),
             policy: Policy::new(&config.policy, carried.annotations.clone()),
             carried,
         }))
@@ -223,6 +225,13 @@ impl Proxy {
             .metrics
             .http_request(HttpMethod::from_http(req.method()));
         let (mut parts, body) = req.into_parts();
+        // Before anything is read or forwarded: a browser page from another origin must not
+        // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
+        if !self.origin_allowed(&parts.headers) {
+            self.ctx.metrics.limit_hit(Limit::Origin);
+            tracing::debug!("request refused: its Origin is not in `origins`");
+            return Ok(local::response(LocalError::OriginForbidden));
+        }
         let method = parts.method.clone();
 
         let session: Option<Arc<str>> = header_str(&parts.headers, SESSION).map(Arc::from);
@@ -483,6 +492,16 @@ impl Proxy {
                 KeyClaim::None
             }
         }
+    }
+
+    /// Every `Origin` header the request carries must be allowed (a request without one
+    /// passes: non-browser agents send none).
+    fn origin_allowed(&self, headers: &http::HeaderMap) -> bool {
+        self.origins.is_empty()
+            || headers
+                .get_all(header::ORIGIN)
+                .iter()
+                .all(|v| self.origins.allows(v.as_bytes()))
     }
 
     fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {

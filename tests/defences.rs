@@ -117,3 +117,101 @@ async fn origins_not_on_the_list_get_403_and_nothing_is_forwarded() {
         just("tools/call", "t", Outcome::ToolSuccess)
     );
 }
+
+const AUTH: &str = "Bearer sk-AUTH-SECRET-7f3a";
+const COOKIE: &str = "sid=COOKIE-SECRET-91c2";
+const ARG: &str = "ARG-SECRET-55d0";
+const ERR: &str = "ERR-SECRET-0b4e";
+const SESSION: &str = "SESSION-SECRET-c0de";
+const SET_COOKIE: &str = "SETCOOKIE-SECRET-a11e";
+
+/// Answers by tool name, each answer echoing a secret: a JSON-RPC error, the same on SSE, an
+/// HTTP 500 with the error, and a tool error result.
+fn leaky_upstream(req: &Recorded) -> http::Response<ScriptBody> {
+    let call: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let id = call["id"].clone();
+    let message = format!("invalid token {ERR} (you sent {ARG})");
+    let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32001, "message": message}});
+    let cookie = format!("session={SET_COOKIE}");
+    let json_ct = ("content-type", "application/json");
+    let headers = [json_ct, ("set-cookie", cookie.as_str())];
+    match call["params"]["name"].as_str() {
+        Some("sse") => respond(
+            200,
+            &[("content-type", "text/event-stream")],
+            full(format!("event: message\ndata: {error}\n\n")),
+        ),
+        Some("http500") => respond(500, &headers, full(error.to_string())),
+        Some("tool_error") => {
+            let result = json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": message}], "isError": true}});
+            respond(200, &headers, full(result.to_string()))
+        }
+        _ => respond(200, &headers, full(error.to_string())),
+    }
+}
+
+/// Calls carrying an `Authorization` header, a cookie, a session id and a token in the tool
+/// arguments, answered with errors that echo a token: none of it appears anywhere in the log,
+/// at any level, of strata's own targets or of hyper's and h2's.
+#[tokio::test]
+async fn secrets_never_reach_the_log() {
+    let (_guard, logs) = support::capture();
+    let upstream = ScriptedUpstream::spawn(leaky_upstream).await;
+    let strata = support::strata(upstream.addr, |_| {}).await;
+    let headers = [
+        ("authorization", AUTH),
+        ("cookie", COOKIE),
+        ("mcp-session-id", SESSION),
+    ];
+    let mut calls = 0;
+    for transport in [Http1, Http2] {
+        let client = McpClient::modern(strata.listen)
+            .with_transport(transport)
+            .with_timeout(LIMIT);
+        for tool in ["json", "sse", "http500", "tool_error"] {
+            let id = client.next_id();
+            let body = client.tool_call_body(&id, tool, json!({"token": ARG, "query": ARG}));
+            let mut b = client.post_builder("tools/call", Some(tool));
+            for (k, v) in headers {
+                b = b.header(k, v);
+            }
+            let req = b.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+            let reply = client.exchange(id, req).await.unwrap();
+            // The agent gets every byte; only the log keeps them out.
+            assert!(String::from_utf8_lossy(&reply.body).contains(ERR), "{tool}");
+            calls += 1;
+        }
+    }
+    let recs = support::wait_records(&logs, "tool_error", 2).await;
+    assert_eq!(recs.len(), 2);
+    assert_eq!(support::records(&logs).len(), calls);
+    assert!(
+        upstream
+            .requests()
+            .iter()
+            .all(|r| r.headers["authorization"] == AUTH)
+    );
+    let text = logs.text();
+    // The capture is at trace level for every target: hyper's and h2's frame traces too.
+    for level in ["TRACE", "DEBUG", "INFO"] {
+        let tag = format!("\"level\":\"{level}\"");
+        assert!(text.contains(&tag), "no {level} line captured");
+    }
+    assert!(text.contains("\"target\":\"h2::"), "no h2 line captured");
+    let secrets = [
+        AUTH,
+        "sk-AUTH-SECRET",
+        COOKIE,
+        "COOKIE-SECRET",
+        ARG,
+        ERR,
+        SESSION,
+        SET_COOKIE,
+    ];
+    for line in text.lines() {
+        for secret in secrets {
+            assert!(!line.contains(secret), "{secret:?} logged: {line}");
+        }
+    }
+}

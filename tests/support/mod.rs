@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod post;
+pub mod raw;
 pub mod redis;
 pub mod upstream;
 

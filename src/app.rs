@@ -87,6 +87,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let settings = ServerSettings {
         header_read: config.timeouts.header_read,
         max_header_bytes: config.limits.max_header_bytes,
+        max_headers: config.limits.max_headers,
+        max_connections: config.limits.max_connections,
+        max_h2_streams: config.limits.max_h2_streams,
         drain: config.timeouts.drain,
     };
     let tasks = vec![

@@ -27,9 +27,10 @@ pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
 };
 pub use sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, MAX_HEADER_BYTES_RANGE,
-    MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts,
-    TlsRoots, UnknownWord, UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, MAX_CONNECTIONS_RANGE,
+    MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,
+    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord,
+    UpstreamTls,
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};

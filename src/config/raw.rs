@@ -48,6 +48,7 @@ pub(super) struct RawTimeouts {
     pub(super) resume_window: Text,
     pub(super) header_read: Text,
     pub(super) drain: Text,
+    pub(super) sse_keepalive: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,6 +71,9 @@ pub(super) struct RawMetrics {
 pub(super) struct RawLimits {
     pub(super) request_inspect_bytes: Text,
     pub(super) max_header_bytes: Text,
+    pub(super) max_headers: Text,
+    pub(super) max_connections: Text,
+    pub(super) max_h2_streams: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -13,9 +13,9 @@ use super::error::{ConfigError, ConfigErrors, Position, quoted};
 use super::origins::{self, Origins};
 use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawTimeouts, RawUpstreamTls};
 use super::sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE,
-    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, UnknownWord,
-    UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_CONNECTIONS_RANGE, MAX_H2_STREAMS_RANGE,
+    MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig,
+    REQUEST_INSPECT_BYTES_RANGE, Timeouts, UnknownWord, UpstreamTls,
 };
 use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
@@ -198,6 +198,12 @@ impl Validator<'_> {
         let body_idle = self.parse(raw.body_idle, "timeouts.body_idle", d.body_idle, |s| {
             units::duration_setting(s, Zero::MeansOff)
         });
+        let sse_keepalive = self.parse(
+            raw.sse_keepalive,
+            "timeouts.sse_keepalive",
+            d.sse_keepalive,
+            |s| units::duration_setting(s, Zero::MeansOff),
+        );
         Timeouts {
             connect,
             response_head,
@@ -205,6 +211,7 @@ impl Validator<'_> {
             resume_window,
             header_read,
             drain,
+            sse_keepalive,
         }
     }
 
@@ -259,6 +266,22 @@ impl Validator<'_> {
                 "limits.max_header_bytes",
                 d.max_header_bytes,
                 |s| size_in(s, MAX_HEADER_BYTES_RANGE),
+            ),
+            max_headers: self.parse(raw.max_headers, "limits.max_headers", d.max_headers, |s| {
+                count(s, MAX_HEADERS_RANGE)
+            }),
+            max_connections: self.parse(
+                raw.max_connections,
+                "limits.max_connections",
+                d.max_connections,
+                |s| count(s, MAX_CONNECTIONS_RANGE),
+            ),
+            max_h2_streams: self.parse(
+                raw.max_h2_streams,
+                "limits.max_h2_streams",
+                d.max_h2_streams,
+                // The range keeps it within u32.
+                |s| count(s, MAX_H2_STREAMS_RANGE).map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             ),
         }
     }

@@ -55,6 +55,8 @@ pub struct RawUpstream {
     pub addr: SocketAddr,
     connections: Arc<AtomicUsize>,
     requests: Arc<Mutex<Vec<String>>>,
+    /// The request line of every head received (before its body is read).
+    heads: Arc<Mutex<Vec<String>>>,
     /// (tool, when the upstream saw strata close the request) for [`Act::SseThenWatch`].
     pub closed: mpsc::UnboundedReceiver<(String, Instant)>,
 }
@@ -65,14 +67,15 @@ impl RawUpstream {
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let heads = Arc::new(Mutex::new(Vec::new()));
         let (closed_tx, closed) = mpsc::unbounded_channel();
-        let (conns, reqs) = (connections.clone(), requests.clone());
+        let (conns, reqs, hds) = (connections.clone(), requests.clone(), heads.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 conns.fetch_add(1, Ordering::SeqCst);
-                let (reqs, closed_tx) = (reqs.clone(), closed_tx.clone());
+                let (reqs, hds, closed_tx) = (reqs.clone(), hds.clone(), closed_tx.clone());
                 tokio::spawn(async move {
-                    let _ = serve(stream, act, reqs, closed_tx).await;
+                    let _ = serve(stream, act, reqs, hds, closed_tx).await;
                 });
             }
         });
@@ -80,6 +83,7 @@ impl RawUpstream {
             addr,
             connections,
             requests,
+            heads,
             closed,
         }
     }
@@ -87,6 +91,11 @@ impl RawUpstream {
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Request lines (`POST /mcp HTTP/1.1`) of every head received, whole body or not.
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
     }
 
     /// How many requests for `tool` arrived (whole head and body read).
@@ -100,11 +109,12 @@ async fn serve(
     mut stream: TcpStream,
     act: fn(&str) -> Act,
     requests: Arc<Mutex<Vec<String>>>,
+    heads: Arc<Mutex<Vec<String>>>,
     closed: mpsc::UnboundedSender<(String, Instant)>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     loop {
-        let Some((head, body)) = read_request(&mut stream, &mut buf).await? else {
+        let Some((head, body)) = read_request(&mut stream, &mut buf, &heads).await? else {
             return Ok(());
         };
         let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -210,6 +220,7 @@ async fn wait_close(stream: &mut TcpStream) {
 pub async fn read_request<R: AsyncRead + Unpin>(
     stream: &mut R,
     buf: &mut Vec<u8>,
+    heads: &Mutex<Vec<String>>,
 ) -> std::io::Result<Option<(String, Vec<u8>)>> {
     let head_end = loop {
         if let Some(at) = find(buf, b"\r\n\r\n") {
@@ -220,6 +231,8 @@ pub async fn read_request<R: AsyncRead + Unpin>(
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let line = head.lines().next().unwrap_or("").to_owned();
+    heads.lock().unwrap().push(line);
     buf.drain(..head_end);
     let lower = head.to_ascii_lowercase();
     let length = lower

@@ -8,6 +8,7 @@ pub mod client;
 mod clients;
 mod forward;
 mod inspect;
+mod keepalive;
 mod local;
 mod origin;
 mod replay;
@@ -33,6 +34,7 @@ pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::HOP_BY_HOP;
+pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
@@ -71,6 +73,7 @@ pub struct Proxy {
     rewrite_host: bool,
     response_head_timeout: Duration,
     body_idle: Option<Duration>,
+    sse_keepalive: Option<Duration>,
     inspect_cap: usize,
     origins: config::Origins,
     policy: Policy,
@@ -199,6 +202,7 @@ impl Proxy {
             rewrite_host: config.host_header == HostHeader::Upstream,
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
+            sse_keepalive: config.timeouts.sse_keepalive,
             inspect_cap: config.limits.request_inspect_bytes,
             origins: config.origins.clone(),
             policy: Policy::new(&config.policy, carried.annotations.clone()),
@@ -453,6 +457,12 @@ impl Proxy {
                 ProxyBody::Plain(body)
             }
         };
+        let body = match self.sse_keepalive {
+            Some(every) if keepalive_applies(&parts) => {
+                ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
+            }
+            _ => body,
+        };
         Ok(Response::from_parts(parts, body))
     }
 
@@ -617,6 +627,16 @@ impl Drop for Waiting<'_> {
         // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
         drop(self.take_tracker());
     }
+}
+
+/// Keep-alive comments go only into a 2xx SSE stream of unknown length: a stated
+/// `Content-Length` could not hold the added bytes.
+fn keepalive_applies(parts: &http::response::Parts) -> bool {
+    let sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    sse && parts.status.is_success() && !parts.headers.contains_key(header::CONTENT_LENGTH)
 }
 
 fn header_str<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {

@@ -178,7 +178,7 @@ fn single_errors_with_positions() {
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
             "t.yaml:4:3: timeouts: unknown field `conect`, expected one of connect, \
-             response_head, body_idle, resume_window, header_read, drain, sse_keepalive",
+             response_head, body_idle, resume_window, header_read, drain, sse_keepalive, request_body_idle",
         ),
         // Wrong types.
         (

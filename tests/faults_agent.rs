@@ -452,3 +452,28 @@ async fn connections_beyond_max_connections_are_closed() {
     }
     beside.check("max_connections").await;
 }
+
+/// A slow-body agent sends its head and part of its body, then pauses: strata answers 408
+/// after `timeouts.request_body_idle`, counted as `request_body_timeout`, and nothing reaches
+/// the upstream. (Before this limit, the connection was held for as long as the agent liked.)
+#[tokio::test]
+async fn a_paused_request_body_is_408_after_request_body_idle() {
+    let idle = Duration::from_millis(300);
+    let (upstream, strata) = setup(|c| c.timeouts.request_body_idle = Some(idle)).await;
+    let beside = Beside::start(strata.listen, Http2);
+    let hits = limit_hits(&strata, "request_body_timeout");
+    let body = call_body("slow_body");
+    let request = format!(
+        "POST {FAULT_PATH} HTTP/1.1\r\nhost: strata\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{}",
+        body.len(),
+        &body[..10]
+    );
+    let (got, took) = raw_exchange(&strata, request.as_bytes()).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("downstream:request_body_timeout"), "{got}");
+    assert!(took >= idle && took < idle * 4, "{took:?}");
+    assert_eq!(limit_hits(&strata, "request_body_timeout"), hits + 1);
+    assert!(fault_heads(&upstream).is_empty());
+    beside.check("paused request body").await;
+}

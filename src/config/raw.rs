@@ -49,6 +49,7 @@ pub(super) struct RawTimeouts {
     pub(super) header_read: Text,
     pub(super) drain: Text,
     pub(super) sse_keepalive: Text,
+    pub(super) request_body_idle: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -87,6 +87,8 @@ pub struct Timeouts {
     /// Send an SSE comment (`:` and a blank line) on a response stream idle this long, between
     /// events only. Off by default: it adds bytes the upstream did not send.
     pub sse_keepalive: Option<Duration>,
+    /// Longest pause in a request body strata reads into the replay buffer; then 408.
+    pub request_body_idle: Option<Duration>,
 }
 
 /// Logging.
@@ -192,6 +194,7 @@ impl Default for Timeouts {
             header_read: Duration::from_secs(10),
             drain: Duration::from_secs(30),
             sse_keepalive: None,
+            request_body_idle: Some(Duration::from_secs(30)),
         }
     }
 }

@@ -204,6 +204,12 @@ impl Validator<'_> {
             d.sse_keepalive,
             |s| units::duration_setting(s, Zero::MeansOff),
         );
+        let request_body_idle = self.parse(
+            raw.request_body_idle,
+            "timeouts.request_body_idle",
+            d.request_body_idle,
+            |s| units::duration_setting(s, Zero::MeansOff),
+        );
         Timeouts {
             connect,
             response_head,
@@ -212,6 +218,7 @@ impl Validator<'_> {
             header_read,
             drain,
             sse_keepalive,
+            request_body_idle,
         }
     }
 

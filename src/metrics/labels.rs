@@ -123,6 +123,8 @@ label_enum! {
         BatchRequests => "batch_requests",
         /// A request from a browser `Origin` not in `origins` was refused (403).
         Origin => "origin",
+        /// A request body paused longer than `timeouts.request_body_idle` (408).
+        RequestBodyTimeout => "request_body_timeout",
     }
 }
 

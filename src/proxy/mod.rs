@@ -40,7 +40,7 @@ pub use resume::ResumeRegistry;
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
 use local::LocalError;
-use replay::{Buffered, RequestBody};
+use replay::{Buffered, ReadError, RequestBody};
 
 use bytes::Bytes;
 
@@ -74,6 +74,7 @@ pub struct Proxy {
     response_head_timeout: Duration,
     body_idle: Option<Duration>,
     sse_keepalive: Option<Duration>,
+    request_body_idle: Option<Duration>,
     inspect_cap: usize,
     origins: config::Origins,
     policy: Policy,
@@ -203,6 +204,7 @@ impl Proxy {
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
             sse_keepalive: config.timeouts.sse_keepalive,
+            request_body_idle: config.timeouts.request_body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
             origins: config.origins.clone(),
             policy: Policy::new(&config.policy, carried.annotations.clone()),
@@ -257,7 +259,8 @@ impl Proxy {
             let mut sink = i.sink(self.inspect_cap);
             inspection = Some(i);
             if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
-                match replay::read_up_to(body, self.policy.replay_cap()).await {
+                let cap = self.policy.replay_cap();
+                match replay::read_up_to(body, cap, self.request_body_idle).await {
                     Ok(Buffered::Whole(bytes)) => {
                         sink.on_data(&bytes);
                         sink.on_end(BodyEnd::Complete);
@@ -271,7 +274,14 @@ impl Proxy {
                         RequestBody::prefixed(prefix, rest, sink)
                     }
                     // The agent's body broke: nothing can be forwarded.
-                    Err(_) => return Ok(local::response(LocalError::BadRequestBody)),
+                    Err(ReadError::Broken) => {
+                        return Ok(local::response(LocalError::BadRequestBody));
+                    }
+                    Err(ReadError::Idle) => {
+                        self.ctx.metrics.limit_hit(Limit::RequestBodyTimeout);
+                        tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
+                        return Ok(local::response(LocalError::RequestBodyTimeout));
+                    }
                 }
             } else {
                 let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));

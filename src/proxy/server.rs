@@ -31,7 +31,7 @@ use super::CurrentProxy;
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerSettings {
     /// The agent must send a request head within this (slowloris defence).
     pub header_read: Duration,

@@ -88,16 +88,21 @@ async fn raw_exchange_then(strata: &Running, bytes: &[u8], fin: bool) -> (String
 
 /// A slowloris agent trickles its head a byte every 100 ms: strata closes the connection
 /// after `timeouts.header_read`, counted once as `header_timeout`. So do an agent that
-/// connects and sends nothing and one that stops inside the h2 preface.
+/// connects and sends nothing, one that stops inside the h2 preface, and an h2 agent that
+/// opens no stream.
 #[tokio::test]
 async fn slow_or_silent_heads_are_closed_after_header_read() {
     let header_read = Duration::from_millis(500);
     let (upstream, strata) = setup(|c| c.timeouts.header_read = header_read).await;
     let beside = Beside::start(strata.listen, Http1);
-    let openings: [&[u8]; 3] = [
+    let mut h2_hello = h2raw::PREFACE.to_vec();
+    h2_hello.extend(h2raw::frame(h2raw::SETTINGS, 0, 0, &[]));
+    let openings: [&[u8]; 4] = [
         b"POST /mcp-fault HTTP/1.1\r\nhost: strata\r\nx-slow: ",
         b"",
         b"PRI * HTTP/2.0\r\n",
+        // A whole h2 preface and settings, then no stream.
+        &h2_hello,
     ];
     for opening in openings {
         let hits = limit_hits(&strata, "header_timeout");
@@ -384,11 +389,13 @@ async fn h2_rapid_reset_is_bounded_and_the_connection_closed() {
         .collect();
     // The server may close mid-burst: a failed write is part of the expected outcome.
     let _ = h2.send(&burst).await;
-    let mut goaway = None;
+    let (mut goaway, mut last_stream) = (None, 0);
     let started = Instant::now();
     while let Some(f) = h2.next(LIMIT).await {
         if f.kind == GOAWAY {
             goaway = f.error_code();
+            let b = &f.payload;
+            last_stream = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff;
         }
     }
     let took = started.elapsed();
@@ -400,7 +407,10 @@ async fn h2_rapid_reset_is_bounded_and_the_connection_closed() {
         .iter()
         .filter(|h| h.starts_with("GET"))
         .count();
-    eprintln!("rapid reset: {sent} streams sent, {gets} reached the upstream");
+    eprintln!(
+        "rapid reset: {sent} streams sent, GOAWAY after stream {last_stream} in {took:?} \
+         (connection closed), {gets} reached the upstream"
+    );
     assert!(
         gets < 100,
         "{gets} of {sent} reset streams reached the upstream"

@@ -5,6 +5,7 @@
 //! Each crate uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod agent;
 pub mod h2raw;
 pub mod post;
 pub mod raw;

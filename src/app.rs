@@ -14,6 +14,7 @@ use crate::admin::{Health, serve_admin};
 use crate::config::{Config, ConfigErrors};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
 use crate::proxy::server::{ServerSettings, serve};
+use crate::proxy::tls::{self, AgentTls, TlsError};
 use crate::proxy::{ClientError, CurrentProxy, Proxy};
 
 /// Why strata could not start. Always the operator's side: nothing was served yet.
@@ -33,6 +34,8 @@ pub enum StartError {
     Metrics(#[from] MetricsError),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// A running strata.
@@ -45,6 +48,8 @@ pub struct Running {
     pub health: Arc<Health>,
     /// The proxy in force (a reload swaps it).
     pub current: Arc<CurrentProxy>,
+    /// The agent-facing TLS acceptor in force (a reload swaps it).
+    tls: Arc<AgentTls>,
     /// The config in force, for reloads to compare against.
     config: std::sync::Mutex<Config>,
     stop: watch::Sender<bool>,
@@ -55,6 +60,7 @@ pub struct Running {
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(config.metrics.max_methods, config.metrics.max_tools)?;
     let current = CurrentProxy::new(Proxy::new(config, metrics.clone())?);
+    let tls = AgentTls::new(config.tls.as_ref(), metrics.clone())?;
     let listener =
         TcpListener::bind(config.listen)
             .await
@@ -89,6 +95,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         tokio::spawn(serve(
             listener,
             current.clone(),
+            tls.clone(),
             settings,
             wait_stop(stopped.clone()),
         )),
@@ -108,6 +115,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics,
         health,
         current,
+        tls,
         config: std::sync::Mutex::new(config.clone()),
         stop,
         tasks,
@@ -119,6 +127,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 pub enum ReloadError {
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`). Each message on
@@ -158,15 +168,21 @@ impl Running {
     }
 
     /// Swaps in a new config without dropping connections: requests already in flight finish
-    /// under the old one. Listener addresses and metric label caps only change on restart
-    /// (a warning says so).
+    /// under the old one, and open TLS connections keep the certificate they negotiated.
+    /// Listener addresses and metric label caps only change on restart (a warning says so).
     pub fn reload(&self, config: &Config) -> Result<(), ReloadError> {
-        let built = self.current.load().reload(config);
-        let proxy = match built {
-            Ok(proxy) => proxy,
+        // Both are built before either is swapped in: a reload applies whole or not at all.
+        let built = match self.current.load().reload(config) {
+            Ok(proxy) => tls::acceptor(config.tls.as_ref())
+                .map(|acceptor| (proxy, acceptor))
+                .map_err(ReloadError::from),
+            Err(err) => Err(err.into()),
+        };
+        let (proxy, acceptor) = match built {
+            Ok(built) => built,
             Err(err) => {
                 self.metrics.config_reload(ReloadResult::Error);
-                return Err(err.into());
+                return Err(err);
             }
         };
         let mut old = self.config.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,6 +198,9 @@ impl Running {
             );
         }
         self.current.store(proxy);
+        // Certificate files are read again on every reload, so a renewed certificate is
+        // served to the connections accepted from now on.
+        self.tls.store(acceptor);
         *old = config.clone();
         self.metrics.config_reload(ReloadResult::Ok);
         Ok(())

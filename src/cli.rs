@@ -123,15 +123,31 @@ impl RunArgs {
 /// stdout or stderr has nowhere to be reported, and the exit status still tells the result.
 pub fn check_config(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> ExitCode {
     match Config::load(path) {
-        Ok(_) => {
-            let _ = writeln!(out, "{}: ok", path.display());
-            ExitCode::SUCCESS
-        }
+        Ok(config) => match certificate_files(&config) {
+            Ok(()) => {
+                let _ = writeln!(out, "{}: ok", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                let _ = writeln!(err, "{}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG_INVALID)
+            }
+        },
         Err(errors) => {
             let _ = writeln!(err, "{errors}");
             ExitCode::from(EXIT_CONFIG_INVALID)
         }
     }
+}
+
+/// Reads the PEM files the config names, as start does: validation only checks that they
+/// exist, and a file that exists but holds no usable certificate or key would stop the start.
+fn certificate_files(config: &Config) -> anyhow::Result<()> {
+    crate::proxy::tls::acceptor(config.tls.as_ref())?;
+    if let Some(ca_file) = &config.upstream_tls.ca_file {
+        crate::proxy::client::read_certs(ca_file)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

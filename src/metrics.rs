@@ -20,7 +20,7 @@ mod tests;
 pub use calls::CallHandles;
 pub use labels::{
     HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult, RetryReason,
-    SuppressReason,
+    SuppressReason, TlsFailure,
 };
 
 use calls::{CallCache, CallFamilies};
@@ -46,6 +46,7 @@ pub struct Metrics {
     limit_hits: [IntCounter; Limit::COUNT],
     idempotent_replays: [IntCounter; ReplayResult::COUNT],
     config_reloads: [IntCounter; ReloadResult::COUNT],
+    tls_handshake_errors: [IntCounter; TlsFailure::COUNT],
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -129,6 +130,12 @@ impl Metrics {
             "Config reload attempts, by result.",
             ["result"],
         )?;
+        let tls_failures = CounterFamily::register(
+            &r,
+            "strata_tls_handshake_errors_total",
+            "Agent connections whose TLS handshake failed, by reason.",
+            ["reason"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "strata_build_info",
@@ -174,6 +181,7 @@ impl Metrics {
             limit_hits: Limit::ALL.map(|l| limit_hits.get([l.as_str()])),
             idempotent_replays: ReplayResult::ALL.map(|x| replays.get([x.as_str()])),
             config_reloads: ReloadResult::ALL.map(|x| reloads.get([x.as_str()])),
+            tls_handshake_errors: TlsFailure::ALL.map(|x| tls_failures.get([x.as_str()])),
             registry: r,
         }))
     }
@@ -222,6 +230,11 @@ impl Metrics {
 
     pub fn config_reload(&self, result: ReloadResult) {
         self.config_reloads[result as usize].inc();
+    }
+
+    /// Counts one agent connection whose TLS handshake failed.
+    pub fn tls_handshake_error(&self, reason: TlsFailure) {
+        self.tls_handshake_errors[reason as usize].inc();
     }
 
     /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).

@@ -16,7 +16,7 @@ use strata::classify::Outcome;
 use strata::classify::exchange::BodyEnd;
 use strata::classify::json::{Document, JsonScanner, Malformed};
 
-const DEFAULT_CASES: u32 = 512;
+const DEFAULT_CASES: u32 = 1024;
 /// Bodies shorter than this are also checked at every single split point.
 const EVERY_SPLIT_BELOW: usize = 300;
 
@@ -984,7 +984,10 @@ fn render_sse(events: &[Ev], framing: &Framing, style: Style) -> Vec<u8> {
             _ => b"\r\n",
         });
     };
-    let id_values: [&[u8]; 5] = [b"e1", b"", b"42", b"a\x00b", b"x"];
+    // Ids past the capture cap (MAX_EVENT_ID): one kept truncated, one with NUL beyond it.
+    let long: Vec<u8> = [&[b'L'; 300][..], b"z"].concat();
+    let long_nul: Vec<u8> = [&[b'N'; 300][..], b"\x00"].concat();
+    let id_values: [&[u8]; 7] = [b"e1", b"", b"42", b"a\x00b", b"x", &long, &long_nul];
     for (k, ev) in events.iter().enumerate() {
         // Optional fields before the data, in a random mix.
         if framing.ids > 0 && rng.chance(if framing.ids == 2 { 200 } else { 60 }) {

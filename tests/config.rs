@@ -172,7 +172,7 @@ fn single_errors_with_positions() {
         (
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
-             host_header, upstream_tls, timeouts, log, metrics, limits, retry, tools, \
+             host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
              trust_annotations, idempotency, origins",
         ),
         (

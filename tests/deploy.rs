@@ -309,3 +309,68 @@ async fn sigterm_right_after_readiness_still_exits_0() {
         );
     }
 }
+
+/// The whole answer to a GET, as text (admin endpoints are small).
+async fn get_text(addr: SocketAddr, path: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut text)).await;
+    text
+}
+
+/// Polls /metrics until `line` shows, or gives up after 10 s.
+async fn wait_metric(admin: SocketAddr, line: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if get_text(admin, "/metrics").await.contains(line) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn sighup(strata: &Strata) {
+    let status = Command::new("kill")
+        .args(["-HUP", &strata.child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// SIGHUP re-reads the file: a good one is swapped in without a restart, a bad one is refused
+/// (logged, counted) and the old config stays in force; the process keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_config_and_refuses_a_bad_one() {
+    let (upstream, _testbed, _handle) = Testbed::builder().spawn_local().await.unwrap();
+    let strata = tokio::task::block_in_place(|| start_strata(upstream, "1s"));
+    let good = std::fs::read_to_string(&strata.config).unwrap();
+    std::fs::write(&strata.config, good.replace("level: info", "level: warn")).unwrap();
+    sighup(&strata);
+    assert!(wait_metric(strata.admin, "strata_config_reloads_total{result=\"ok\"} 1").await);
+    std::fs::write(&strata.config, format!("{good}bogus: 1\n")).unwrap();
+    sighup(&strata);
+    assert!(
+        wait_metric(
+            strata.admin,
+            "strata_config_reloads_total{result=\"error\"} 1"
+        )
+        .await
+    );
+    assert_eq!(
+        get_status(strata.admin, "/readyz").await,
+        Some(200),
+        "still serving"
+    );
+    let mut s = strata;
+    assert!(
+        s.child.0.try_wait().unwrap().is_none(),
+        "SIGHUP must not end strata"
+    );
+}

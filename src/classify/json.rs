@@ -15,8 +15,6 @@
 //!
 //! A top-level array is a batch (2025-03-26): each element is one message.
 
-use memchr::memchr2;
-
 use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS, ToolEntry};
 
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
@@ -273,22 +271,34 @@ impl JsonScanner {
             match self.state {
                 State::Str => {
                     let rest = &chunk[i..];
-                    match memchr2(b'"', b'\\', rest) {
-                        None => {
-                            self.string_bytes(rest)?;
-                            i = len;
-                        }
-                        Some(p) => {
-                            self.string_bytes(&rest[..p])?;
-                            if self.utf8_len != 0 {
-                                return Err(Malformed::Utf8);
+                    let (p, high) = string_run(rest);
+                    self.string_bytes(&rest[..p], high)?;
+                    let Some(&stop) = rest.get(p) else {
+                        i = len;
+                        continue;
+                    };
+                    if stop < 0x20 {
+                        return Err(Malformed::ControlCharacter);
+                    }
+                    if self.utf8_len != 0 {
+                        return Err(Malformed::Utf8);
+                    }
+                    if stop == b'"' {
+                        self.end_string(sink)?;
+                        i += p + 1;
+                    } else {
+                        // A backslash. A short escape whose second byte is here is decoded
+                        // at once; `\u` (and a chunk ending after the backslash) go through
+                        // the escape states.
+                        match rest.get(p + 1) {
+                            Some(&e) if e != b'u' => {
+                                self.escape(e)?;
+                                i += p + 2;
                             }
-                            if rest[p] == b'"' {
-                                self.end_string(sink)?;
-                            } else {
+                            _ => {
                                 self.state = State::Escape;
+                                i += p + 1;
                             }
-                            i += p + 1;
                         }
                     }
                 }
@@ -613,6 +623,7 @@ impl JsonScanner {
         self.depth > 0 && self.stack[d / 64] & (1 << (d % 64)) != 0
     }
 
+    #[inline]
     fn escape(&mut self, b: u8) -> Result<(), Malformed> {
         let decoded = match b {
             b'"' => b'"',
@@ -642,21 +653,14 @@ impl JsonScanner {
         Ok(())
     }
 
-    /// Raw string bytes between quotes and escapes: validated, captured when wanted.
+    /// Raw string bytes between quotes, escapes and control characters (see [`string_run`]):
+    /// UTF-8 validated when `high` (some byte may be non-ASCII) or a sequence is pending,
+    /// captured when wanted. A control character after them is reported by the caller, so
+    /// bad UTF-8 before it wins, however the input was cut.
     #[inline]
-    fn string_bytes(&mut self, seg: &[u8]) -> Result<(), Malformed> {
+    fn string_bytes(&mut self, seg: &[u8], high: bool) -> Result<(), Malformed> {
         if seg.is_empty() {
             return Ok(());
-        }
-        let (control, high) = scan_flags(seg);
-        if control {
-            // Report the first bad byte, however the input was cut: bad UTF-8 before the
-            // control character wins, as it would in a chunk of its own.
-            let at = seg.iter().position(|&b| b < 0x20).unwrap_or(seg.len());
-            if high || self.utf8_len != 0 {
-                self.check_utf8(&seg[..at])?;
-            }
-            return Err(Malformed::ControlCharacter);
         }
         if high || self.utf8_len != 0 {
             self.check_utf8(seg)?;
@@ -753,16 +757,63 @@ fn next_num(num: Num, b: u8) -> Option<Num> {
     })
 }
 
-/// (any control byte, any non-ASCII byte) — written as a branch-free fold so it vectorises.
+/// Bytes that end a run of plain string content: the closing quote, a backslash, or a raw
+/// control character (an error).
+#[inline(always)]
+fn stops_string(b: u8) -> bool {
+    (b == b'"') | (b == b'\\') | (b < 0x20)
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// SWAR over eight bytes (little-endian): the high bit of each byte that [`stops_string`] is
+/// set. Only the lowest set byte is exact — a borrow can flag bytes above a true hit, never
+/// below one — which is all [`string_run`] needs.
+#[inline(always)]
+fn stop_bits(w: u64) -> u64 {
+    let quote = w ^ (ONES * u64::from(b'"'));
+    let backslash = w ^ (ONES * u64::from(b'\\'));
+    let zero_quote = quote.wrapping_sub(ONES) & !quote;
+    let zero_backslash = backslash.wrapping_sub(ONES) & !backslash;
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    (zero_quote | zero_backslash | control) & HIGHS
+}
+
+/// The length of the plain run at the start of `seg` (up to the first byte that
+/// [`stops_string`], or all of it), and whether any byte of the run may be non-ASCII (an over-
+/// approximation: only ever used to skip UTF-8 validation of pure ASCII).
+///
+/// One pass, eight bytes at a time with word arithmetic (no `unsafe`, no per-call dispatch),
+/// so short strings such as keys stop within a word or two and long ones run at several
+/// bytes per cycle.
 #[inline]
-fn scan_flags(seg: &[u8]) -> (bool, bool) {
-    let mut control = 0u8;
-    let mut high = 0u8;
-    for &b in seg {
-        control |= u8::from(b < 0x20);
-        high |= b & 0x80;
+fn string_run(seg: &[u8]) -> (usize, bool) {
+    let mut high = 0u64;
+    let mut base = 0;
+    let mut words = seg.chunks_exact(8);
+    for word in &mut words {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(word);
+        let w = u64::from_le_bytes(le);
+        high |= w;
+        let stops = stop_bits(w);
+        if stops != 0 {
+            return (
+                base + (stops.trailing_zeros() / 8) as usize,
+                high & HIGHS != 0,
+            );
+        }
+        base += 8;
     }
-    (control != 0, high != 0)
+    let mut tail = high & HIGHS != 0;
+    for (k, &b) in words.remainder().iter().enumerate() {
+        if stops_string(b) {
+            return (base + k, tail);
+        }
+        tail |= b >= 0x80;
+    }
+    (seg.len(), tail)
 }
 
 #[cfg(test)]

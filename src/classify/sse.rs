@@ -87,6 +87,8 @@ pub struct SseFramer {
     last_event_id: Captured<MAX_EVENT_ID>,
     id_buffer: Captured<MAX_EVENT_ID>,
     id_line: Captured<MAX_EVENT_ID>,
+    /// The `id` value being read contains NUL (anywhere, also past the capture's cap).
+    id_nul: bool,
     retry_ms: Option<u64>,
     retry_digits: Option<u64>,
     events: u32,
@@ -119,6 +121,7 @@ impl SseFramer {
             last_event_id: Captured::new(),
             id_buffer: Captured::new(),
             id_line: Captured::new(),
+            id_nul: false,
             retry_ms: None,
             retry_digits: None,
             events: 0,
@@ -314,7 +317,10 @@ impl SseFramer {
                 self.data_lines += 1;
             }
             Field::Event => self.event_type.start(Kind::String),
-            Field::Id => self.id_line.start(Kind::String),
+            Field::Id => {
+                self.id_line.start(Kind::String);
+                self.id_nul = false;
+            }
             Field::Retry => self.retry_digits = Some(0),
             Field::Unknown => {}
         }
@@ -327,7 +333,10 @@ impl SseFramer {
                 self.scanner.feed(bytes, sink);
             }
             Field::Event => self.event_type.push(bytes),
-            Field::Id => self.id_line.push(bytes),
+            Field::Id => {
+                self.id_nul |= memchr::memchr(0, bytes).is_some();
+                self.id_line.push(bytes);
+            }
             Field::Retry => {
                 self.retry_digits = self.retry_digits.and_then(|mut v| {
                     for &b in bytes {
@@ -346,7 +355,7 @@ impl SseFramer {
     fn end_value(&mut self, field: Field) {
         match field {
             // WHATWG: an id containing NUL is ignored.
-            Field::Id if !self.id_line.bytes().contains(&0) => {
+            Field::Id if !self.id_nul => {
                 self.id_buffer = self.id_line.clone();
             }
             // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.

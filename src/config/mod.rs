@@ -27,7 +27,7 @@ pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
 };
 pub use sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, LogConfig, MAX_CONNECTIONS_RANGE,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, ListenTls, LogConfig, MAX_CONNECTIONS_RANGE,
     MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,
     MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord,
     UpstreamTls,
@@ -49,6 +49,8 @@ pub struct Config {
     pub admin: SocketAddr,
     pub host_header: HostHeader,
     pub upstream_tls: UpstreamTls,
+    /// TLS termination for agents; `None`: plain TCP.
+    pub tls: Option<ListenTls>,
     pub timeouts: Timeouts,
     pub log: LogConfig,
     pub metrics: MetricsConfig,
@@ -82,6 +84,7 @@ impl Config {
             admin: DEFAULT_ADMIN,
             host_header: HostHeader::default(),
             upstream_tls: UpstreamTls::default(),
+            tls: None,
             timeouts: Timeouts::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),

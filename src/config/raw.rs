@@ -20,6 +20,7 @@ pub(super) struct RawConfig {
     pub(super) admin: Text,
     pub(super) host_header: Text,
     pub(super) upstream_tls: Option<RawUpstreamTls>,
+    pub(super) tls: Option<RawTls>,
     pub(super) timeouts: Option<RawTimeouts>,
     pub(super) log: Option<RawLog>,
     pub(super) metrics: Option<RawMetrics>,
@@ -37,6 +38,14 @@ pub(super) struct RawUpstreamTls {
     pub(super) roots: Text,
     pub(super) ca_file: Text,
     pub(super) insecure_skip_verify: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) cert_file: Text,
+    pub(super) key_file: Text,
+    pub(super) client_ca_file: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -56,6 +56,20 @@ pub struct UpstreamTls {
     pub insecure_skip_verify: bool,
 }
 
+/// Agent-facing TLS: strata terminates TLS on `listen` with this certificate. Absent from
+/// [`super::Config`] (`None`) means plain TCP. Paths are resolved like `upstream_tls.ca_file`
+/// and existed at validation; their contents are read when the listener is built (at start
+/// and at every reload), so a renewed certificate is picked up by a reload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenTls {
+    /// PEM certificate chain, leaf first.
+    pub cert_file: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the leaf.
+    pub key_file: PathBuf,
+    /// PEM CA certificates; when set, agents must present a certificate signed by one of them.
+    pub client_ca_file: Option<PathBuf>,
+}
+
 /// Which root certificates to trust.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TlsRoots {

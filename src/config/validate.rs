@@ -21,6 +21,7 @@ use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
 mod policy;
+mod tls;
 
 pub use policy::{MAX_ATTEMPTS_RANGE, MAX_ENTRIES_RANGE, REPLAY_BUFFER_RANGE};
 
@@ -64,6 +65,7 @@ pub(super) fn validate(
         s.parse().map_err(|e| format!("{e}"))
     });
     let upstream_tls = v.upstream_tls(raw.upstream_tls.unwrap_or_default());
+    let tls = v.listen_tls(raw.tls.unwrap_or_default());
     let timeouts = v.timeouts(raw.timeouts.unwrap_or_default());
     let log = v.log(raw.log.unwrap_or_default(), overrides.log_format);
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
@@ -79,6 +81,7 @@ pub(super) fn validate(
             admin,
             host_header,
             upstream_tls,
+            tls,
             timeouts,
             log,
             metrics,

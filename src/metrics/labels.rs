@@ -150,6 +150,19 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// Why an agent's TLS handshake failed (`strata_tls_handshake_errors_total{reason}`).
+    TlsFailure {
+        /// Not finished within `timeouts.header_read`.
+        Timeout => "timeout",
+        /// `tls.client_ca_file` is set and the agent sent no certificate, or one that does not
+        /// verify against it.
+        ClientCert => "client_cert",
+        /// Anything else: not TLS at all, no common version or cipher suite, a reset.
+        Error => "error",
+    }
+}
+
 // === impl HttpMethod ===
 
 impl HttpMethod {

@@ -58,6 +58,7 @@ fn exercise(m: &Metrics) {
     m.limit_hit(Limit::HeaderSize);
     m.idempotent_replay(ReplayResult::Replayed);
     m.config_reload(ReloadResult::Ok);
+    m.tls_handshake_error(TlsFailure::Timeout);
 }
 
 #[test]
@@ -74,6 +75,9 @@ fn handle_arrays_are_indexed_by_discriminant() {
     }
     for (i, l) in Limit::ALL.iter().enumerate() {
         assert_eq!(*l as usize, i, "{l}");
+    }
+    for (i, f) in TlsFailure::ALL.iter().enumerate() {
+        assert_eq!(*f as usize, i, "{f}");
     }
 }
 
@@ -293,6 +297,7 @@ const PINNED: &[(&str, &[&str])] = &[
     ),
     ("strata_retries_total", &["method", "reason", "tool"]),
     ("strata_sse_streams_open", &[]),
+    ("strata_tls_handshake_errors_total", &["reason"]),
     ("strata_upstream_connect_errors_total", &[]),
 ];
 
@@ -350,6 +355,10 @@ fn label_values_are_pinned() {
     assert_eq!(
         all(&ReloadResult::ALL.map(ReloadResult::as_str)),
         "ok,error"
+    );
+    assert_eq!(
+        all(&TlsFailure::ALL.map(TlsFailure::as_str)),
+        "timeout,client_cert,error"
     );
     assert_eq!(
         HttpMethod::from_http(&http::Method::PATCH),

@@ -14,6 +14,7 @@ mod origin;
 mod replay;
 mod resume;
 pub mod server;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! The agent-facing listener: HTTP/1.1 and h2 (hyper-util's auto builder), one task per
-//! connection, graceful drain on shutdown.
+//! connection, graceful drain on shutdown; TLS when configured (see `tls.rs`).
 //!
 //! Limits (each hit counted in `strata_limit_hits_total` and logged once per connection):
 //! - `limits.max_connections`: a connection beyond it is closed as soon as it is accepted. A
@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::CurrentProxy;
+use super::tls::AgentTls;
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -51,6 +52,7 @@ pub struct ServerSettings {
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<CurrentProxy>,
+    tls: Arc<AgentTls>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -67,6 +69,8 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.max_h2_streams)
         .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+    // Shared with the connection tasks, which build their connection after any TLS handshake.
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let metrics = proxy.load().metrics().clone();
     let permits = Arc::new(Semaphore::new(settings.max_connections));
@@ -103,13 +107,21 @@ pub async fn serve(
                     first.store(true, Ordering::Relaxed);
                     current.load().handle(req, agent)
                 });
-                let conn = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                    .into_owned();
-                let conn = graceful.watch(conn);
+                // Read per connection: a reloaded certificate applies from the next accept.
+                let acceptor = tls.load();
+                let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
                 let (metrics, header_read) = (metrics.clone(), settings.header_read);
                 tokio::spawn(async move {
                     let _permit = permit;
+                    // The TLS handshake runs here, not in the accept loop: a slow agent delays
+                    // only itself. It is bounded by `header_read` too.
+                    let Some(io) = tls.accept(acceptor, stream, agent, header_read).await else {
+                        return;
+                    };
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(io), service)
+                        .into_owned();
+                    let conn = watcher.watch(conn);
                     tokio::pin!(conn);
                     let ended = tokio::select! {
                         ended = &mut conn => ended,

@@ -177,6 +177,12 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
         (b"\"\xc3\x01\"", Malformed::ControlCharacter),
         (b"\"ok\x01\xff\"", Malformed::ControlCharacter),
         (b"\"\xc3\xa9\x1f\"", Malformed::ControlCharacter),
+        // An unfinished sequence before an escape: the backslash is the first bad byte.
+        (b"\"\xc3\\x\"", Malformed::Utf8),
+        (b"\"\xc3\\n\x01\"", Malformed::Utf8),
+        (b"\"ok \xe4\xb8\\u0041\"", Malformed::Utf8),
+        (b"\"\xe4\xb8\xad\\n\xff\\q\"", Malformed::Utf8),
+        (b"\"\xe4\xb8\xad\\q\xff\"", Malformed::Syntax),
     ];
     for (input, want) in cases {
         let (_, verdict) = every_split(input);

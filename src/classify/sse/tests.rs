@@ -151,3 +151,16 @@ fn a_partial_bom_is_content() {
     let (log, _) = every_split(b"\xEF\xBB\xBFdata: {\"id\":1}\n\n");
     assert_eq!(log.events.len(), 1);
 }
+
+#[test]
+fn an_id_with_nul_past_the_capture_cap_is_ignored() {
+    // Regression (fuzz/sse_framer): NUL was looked for only in the captured first bytes of
+    // the id, so a long id with NUL further on replaced the last event ID. WHATWG ignores
+    // an id field containing NUL anywhere.
+    let long = format!("id: {}\0x\n\n", "a".repeat(MAX_EVENT_ID + 10));
+    let (_, framer) = every_split(long.as_bytes());
+    assert!(framer.last_event_id().is_none());
+    let kept = format!("id: e1\n\n{long}");
+    let (_, framer) = every_split(kept.as_bytes());
+    assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("e1"));
+}

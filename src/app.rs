@@ -90,11 +90,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 
     let health = Arc::new(Health::new());
     let (stop, stopped) = watch::channel(false);
-    let settings = ServerSettings {
-        header_read: config.timeouts.header_read,
-        max_header_bytes: config.limits.max_header_bytes,
-        drain: config.timeouts.drain,
-    };
+    let settings = server_settings(config);
     let tasks = vec![
         tokio::spawn(serve(
             listener,
@@ -194,6 +190,13 @@ impl Running {
         {
             tracing::warn!("listen, admin and metrics settings change only on restart");
         }
+        // The listener's settings are fixed when it starts (hyper's builder, the connection cap).
+        if server_settings(&old) != server_settings(config) {
+            tracing::warn!(
+                "timeouts.header_read, timeouts.drain and limits.max_header_bytes, max_headers, \
+                 max_connections, max_h2_streams change only on restart"
+            );
+        }
         self.current.store(proxy);
         // Certificate files are read again on every reload, so a renewed certificate is
         // served to the connections accepted from now on.
@@ -220,6 +223,17 @@ impl Running {
                 Ok(Ok(())) => {}
             }
         }
+    }
+}
+
+fn server_settings(config: &Config) -> ServerSettings {
+    ServerSettings {
+        header_read: config.timeouts.header_read,
+        max_header_bytes: config.limits.max_header_bytes,
+        max_headers: config.limits.max_headers,
+        max_connections: config.limits.max_connections,
+        max_h2_streams: config.limits.max_h2_streams,
+        drain: config.timeouts.drain,
     }
 }
 

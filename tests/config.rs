@@ -173,12 +173,12 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
-             trust_annotations, idempotency",
+             trust_annotations, idempotency, origins",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
             "t.yaml:4:3: timeouts: unknown field `conect`, expected one of connect, \
-             response_head, body_idle, resume_window, header_read, drain",
+             response_head, body_idle, resume_window, header_read, drain, sse_keepalive, request_body_idle",
         ),
         // Wrong types.
         (
@@ -490,5 +490,50 @@ fn check_config_command() {
             "{}: cannot read config file: No such file or directory (os error 2)\n",
             missing.display()
         )
+    );
+}
+
+#[test]
+fn origins_are_normalised_and_bad_ones_reported_where_they_are() {
+    let c = parse(
+        "upstream: http://h:1\norigins: [HTTPS://App.Example.com:443, 'http://localhost:6274']\n",
+    )
+    .unwrap();
+    let entries: Vec<&str> = c.origins.entries().collect();
+    assert_eq!(
+        entries,
+        ["https://app.example.com", "http://localhost:6274"]
+    );
+    assert_eq!(
+        errors(
+            "upstream: http://h:1\norigins:\n  - https://ok.example\n  - ok.example\n  - https://a.example/path\n"
+        ),
+        [
+            "t.yaml:4:5: origins[1]: invalid origin \"ok.example\": no scheme; expected scheme://host[:port], e.g. https://app.example.com",
+            "t.yaml:5:5: origins[2]: invalid origin \"https://a.example/path\": an origin has a host and nothing after it (no path, no user); expected scheme://host[:port], e.g. https://app.example.com",
+        ]
+    );
+}
+
+#[test]
+fn connection_limits_are_read_and_checked() {
+    let c = parse(
+        "upstream: http://h:1\nlimits: {max_connections: 10, max_h2_streams: 8, max_headers: 20}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.limits.max_connections,
+            c.limits.max_h2_streams,
+            c.limits.max_headers
+        ),
+        (10, 8, 20)
+    );
+    assert_eq!(
+        errors("upstream: http://h:1\nlimits:\n  max_connections: 0\n  max_h2_streams: 70000\n"),
+        [
+            "t.yaml:3:20: limits.max_connections: expected a whole number in 1..=1000000, got \"0\"",
+            "t.yaml:4:19: limits.max_h2_streams: expected a whole number in 1..=65536, got \"70000\"",
+        ]
     );
 }

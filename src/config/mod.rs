@@ -11,6 +11,7 @@ use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 mod error;
 mod locate;
+mod origins;
 mod policy;
 mod raw;
 mod sections;
@@ -21,13 +22,15 @@ mod validate;
 /// Re-exported so config users need not know telemetry owns the type.
 pub use crate::telemetry::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
+pub use origins::Origins;
 pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
 };
 pub use sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, ListenTls, LogConfig,
-    MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig,
-    REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord, UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, ListenTls, LogConfig, MAX_CONNECTIONS_RANGE,
+    MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,
+    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord,
+    UpstreamTls,
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};
@@ -54,6 +57,8 @@ pub struct Config {
     pub limits: Limits,
     /// Retry and idempotency policy.
     pub policy: PolicyConfig,
+    /// Browser origins allowed to call (empty: no check).
+    pub origins: Origins,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -85,6 +90,7 @@ impl Config {
             metrics: MetricsConfig::default(),
             limits: Limits::default(),
             policy: PolicyConfig::default(),
+            origins: Origins::default(),
         }
     }
 

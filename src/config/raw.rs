@@ -29,6 +29,7 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<Vec<Spanned<RawToolRule>>>,
     pub(super) trust_annotations: Option<bool>,
     pub(super) idempotency: Option<RawIdempotency>,
+    pub(super) origins: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +57,8 @@ pub(super) struct RawTimeouts {
     pub(super) resume_window: Text,
     pub(super) header_read: Text,
     pub(super) drain: Text,
+    pub(super) sse_keepalive: Text,
+    pub(super) request_body_idle: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,6 +81,9 @@ pub(super) struct RawMetrics {
 pub(super) struct RawLimits {
     pub(super) request_inspect_bytes: Text,
     pub(super) max_header_bytes: Text,
+    pub(super) max_headers: Text,
+    pub(super) max_connections: Text,
+    pub(super) max_h2_streams: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -27,6 +27,13 @@ pub const REQUEST_INSPECT_BYTES_RANGE: RangeInclusive<usize> = 1..=(1 << 30);
 /// HTTP/2's `max_header_list_size` takes a `u32`; 16 MiB is far above any sane header block.
 pub const MAX_HEADER_BYTES_RANGE: RangeInclusive<usize> = (8 << 10)..=(16 << 20);
 
+/// Allowed `limits.max_headers` (HTTP/1.1 request header lines; hyper's default is 100).
+pub const MAX_HEADERS_RANGE: RangeInclusive<usize> = 1..=10_000;
+/// Allowed `limits.max_connections`.
+pub const MAX_CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=1_000_000;
+/// Allowed `limits.max_h2_streams` (a `u32` in h2's SETTINGS; more than this is no bound).
+pub const MAX_H2_STREAMS_RANGE: RangeInclusive<usize> = 1..=65_536;
+
 /// What `Host` header the upstream sees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum HostHeader {
@@ -91,6 +98,11 @@ pub struct Timeouts {
     pub header_read: Duration,
     /// Graceful shutdown: how long in-flight calls may finish. Zero: stop at once.
     pub drain: Duration,
+    /// Send an SSE comment (`:` and a blank line) on a response stream idle this long, between
+    /// events only. Off by default: it adds bytes the upstream did not send.
+    pub sse_keepalive: Option<Duration>,
+    /// Longest pause in a request body strata reads into the replay buffer; then 408.
+    pub request_body_idle: Option<Duration>,
 }
 
 /// Logging.
@@ -122,6 +134,12 @@ pub struct Limits {
     pub request_inspect_bytes: usize,
     /// Largest request head accepted from the agent.
     pub max_header_bytes: usize,
+    /// Most header lines in an HTTP/1.1 request head (h2 heads are bounded by bytes).
+    pub max_headers: usize,
+    /// Agent connections open at once; a connection beyond it is closed at once.
+    pub max_connections: usize,
+    /// Concurrent h2 streams per agent connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_h2_streams: u32,
 }
 
 /// A config word that is not one of the allowed spellings.
@@ -189,6 +207,8 @@ impl Default for Timeouts {
             resume_window: Duration::from_secs(30),
             header_read: Duration::from_secs(10),
             drain: Duration::from_secs(30),
+            sse_keepalive: None,
+            request_body_idle: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -223,6 +243,9 @@ impl Default for Limits {
         Self {
             request_inspect_bytes: 1 << 20,
             max_header_bytes: 64 << 10,
+            max_headers: 100,
+            max_connections: 1024,
+            max_h2_streams: 256,
         }
     }
 }

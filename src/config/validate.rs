@@ -10,11 +10,12 @@ use std::path::Path;
 use serde_saphyr::Spanned;
 
 use super::error::{ConfigError, ConfigErrors, Position, quoted};
+use super::origins::{self, Origins};
 use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawTimeouts, RawUpstreamTls};
 use super::sections::{
-    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_HEADER_BYTES_RANGE, MAX_METHODS_RANGE,
-    MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, UnknownWord,
-    UpstreamTls,
+    DEFAULT_ADMIN, DEFAULT_LISTEN, Limits, LogConfig, MAX_CONNECTIONS_RANGE, MAX_H2_STREAMS_RANGE,
+    MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE, MAX_TOOLS_RANGE, MetricsConfig,
+    REQUEST_INSPECT_BYTES_RANGE, Timeouts, UnknownWord, UpstreamTls,
 };
 use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
@@ -70,6 +71,7 @@ pub(super) fn validate(
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
     let limits = v.limits(raw.limits.unwrap_or_default());
     let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
+    let origins = v.origins(raw.origins.unwrap_or_default());
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -85,6 +87,7 @@ pub(super) fn validate(
             metrics,
             limits,
             policy,
+            origins,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.
@@ -198,6 +201,18 @@ impl Validator<'_> {
         let body_idle = self.parse(raw.body_idle, "timeouts.body_idle", d.body_idle, |s| {
             units::duration_setting(s, Zero::MeansOff)
         });
+        let sse_keepalive = self.parse(
+            raw.sse_keepalive,
+            "timeouts.sse_keepalive",
+            d.sse_keepalive,
+            |s| units::duration_setting(s, Zero::MeansOff),
+        );
+        let request_body_idle = self.parse(
+            raw.request_body_idle,
+            "timeouts.request_body_idle",
+            d.request_body_idle,
+            |s| units::duration_setting(s, Zero::MeansOff),
+        );
         Timeouts {
             connect,
             response_head,
@@ -205,6 +220,8 @@ impl Validator<'_> {
             resume_window,
             header_read,
             drain,
+            sse_keepalive,
+            request_body_idle,
         }
     }
 
@@ -260,7 +277,36 @@ impl Validator<'_> {
                 d.max_header_bytes,
                 |s| size_in(s, MAX_HEADER_BYTES_RANGE),
             ),
+            max_headers: self.parse(raw.max_headers, "limits.max_headers", d.max_headers, |s| {
+                count(s, MAX_HEADERS_RANGE)
+            }),
+            max_connections: self.parse(
+                raw.max_connections,
+                "limits.max_connections",
+                d.max_connections,
+                |s| count(s, MAX_CONNECTIONS_RANGE),
+            ),
+            max_h2_streams: self.parse(
+                raw.max_h2_streams,
+                "limits.max_h2_streams",
+                d.max_h2_streams,
+                // The range keeps it within u32.
+                |s| count(s, MAX_H2_STREAMS_RANGE).map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            ),
         }
+    }
+
+    fn origins(&mut self, raw: Vec<Spanned<String>>) -> Origins {
+        let mut entries = Vec::with_capacity(raw.len());
+        for (i, entry) in raw.into_iter().enumerate() {
+            let path = format!("origins[{i}]");
+            if let Some(origin) = self.parse(Some(entry), &path, None, |s| {
+                origins::parse_origin(s).map(Some)
+            }) {
+                entries.push(origin);
+            }
+        }
+        Origins::new(entries)
     }
 
     /// The proxy and admin listeners cannot share a port: the second bind would fail at

@@ -121,6 +121,10 @@ label_enum! {
         PendingCalls => "pending_calls",
         /// A 2025-03-26 batch held more requests than are classified.
         BatchRequests => "batch_requests",
+        /// A request from a browser `Origin` not in `origins` was refused (403).
+        Origin => "origin",
+        /// A request body paused longer than `timeouts.request_body_idle` (408).
+        RequestBodyTimeout => "request_body_timeout",
     }
 }
 

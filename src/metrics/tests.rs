@@ -346,7 +346,7 @@ fn label_values_are_pinned() {
     );
     assert_eq!(
         all(&Limit::ALL.map(Limit::as_str)),
-        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls,batch_requests"
+        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls,batch_requests,origin,request_body_timeout"
     );
     assert_eq!(
         all(&ReplayResult::ALL.map(ReplayResult::as_str)),

@@ -133,6 +133,8 @@ pub enum ProxyBody<S: BodySink> {
     Local(Full<Bytes>),
     /// A recorded answer replayed for an idempotency key, classified like an upstream's.
     Replayed(ObservedBody<Full<Bytes>, S>),
+    /// An SSE stream with keep-alive comments (`timeouts.sse_keepalive`).
+    KeepAlive(Pin<Box<super::keepalive::KeepAlive<ProxyBody<S>>>>),
 }
 
 // === impl UpstreamBody ===
@@ -205,13 +207,14 @@ impl<S: BodySink> Body for ProxyBody<S> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        // SAFETY-free pin projection: every variant is Unpin (Incoming, Full, and
-        // ObservedBody over them), so the enum is Unpin too.
+        // SAFETY-free pin projection: every variant is Unpin (Incoming, Full, ObservedBody
+        // over them, and a pinned box), so the enum is Unpin too.
         match self.get_mut() {
             ProxyBody::Observed(b) => Pin::new(b).poll_frame(cx),
             ProxyBody::Plain(b) => Pin::new(b).poll_frame(cx),
             ProxyBody::Local(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
             ProxyBody::Replayed(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            ProxyBody::KeepAlive(b) => b.as_mut().poll_frame(cx),
         }
     }
 
@@ -221,6 +224,7 @@ impl<S: BodySink> Body for ProxyBody<S> {
             ProxyBody::Plain(b) => b.is_end_stream(),
             ProxyBody::Local(b) => b.is_end_stream(),
             ProxyBody::Replayed(b) => b.is_end_stream(),
+            ProxyBody::KeepAlive(b) => b.is_end_stream(),
         }
     }
 
@@ -230,6 +234,7 @@ impl<S: BodySink> Body for ProxyBody<S> {
             ProxyBody::Plain(b) => b.size_hint(),
             ProxyBody::Local(b) => b.size_hint(),
             ProxyBody::Replayed(b) => b.size_hint(),
+            ProxyBody::KeepAlive(b) => b.size_hint(),
         }
     }
 }

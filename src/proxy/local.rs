@@ -26,6 +26,10 @@ pub(super) enum LocalError {
     IdempotencyInFlight,
     /// The `Idempotency-Key` was used before with a different request (downstream side).
     IdempotencyMismatch,
+    /// The agent's request body paused past `timeouts.request_body_idle` (downstream side).
+    RequestBodyTimeout,
+    /// A browser's `Origin` is not in `origins` (downstream side; DNS-rebinding defence).
+    OriginForbidden,
 }
 
 impl LocalError {
@@ -36,6 +40,8 @@ impl LocalError {
             LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
             LocalError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            LocalError::OriginForbidden => StatusCode::FORBIDDEN,
+            LocalError::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -49,6 +55,8 @@ impl LocalError {
             LocalError::UpstreamTimeout => "upstream:response_head_timeout",
             LocalError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
             LocalError::IdempotencyMismatch => "downstream:idempotency_key_reused",
+            LocalError::OriginForbidden => "downstream:origin_not_allowed",
+            LocalError::RequestBodyTimeout => "downstream:request_body_timeout",
         }
     }
 
@@ -69,6 +77,8 @@ impl LocalError {
             LocalError::IdempotencyMismatch => {
                 "strata: this Idempotency-Key was used with a different request"
             }
+            LocalError::OriginForbidden => "strata: this Origin is not allowed",
+            LocalError::RequestBodyTimeout => "strata: the request body paused for too long",
         }
     }
 }

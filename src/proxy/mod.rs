@@ -8,6 +8,7 @@ pub mod client;
 mod clients;
 mod forward;
 mod inspect;
+mod keepalive;
 mod local;
 mod origin;
 mod replay;
@@ -34,12 +35,13 @@ pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::HOP_BY_HOP;
+pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
 use local::LocalError;
-use replay::{Buffered, RequestBody};
+use replay::{Buffered, ReadError, RequestBody};
 
 use bytes::Bytes;
 
@@ -72,7 +74,10 @@ pub struct Proxy {
     rewrite_host: bool,
     response_head_timeout: Duration,
     body_idle: Option<Duration>,
+    sse_keepalive: Option<Duration>,
+    request_body_idle: Option<Duration>,
     inspect_cap: usize,
+    origins: config::Origins,
     policy: Policy,
     carried: Carried,
 }
@@ -199,7 +204,10 @@ impl Proxy {
             rewrite_host: config.host_header == HostHeader::Upstream,
             response_head_timeout: config.timeouts.response_head,
             body_idle: config.timeouts.body_idle,
+            sse_keepalive: config.timeouts.sse_keepalive,
+            request_body_idle: config.timeouts.request_body_idle,
             inspect_cap: config.limits.request_inspect_bytes,
+            origins: config.origins.clone(),
             policy: Policy::new(&config.policy, carried.annotations.clone()),
             carried,
         }))
@@ -224,6 +232,13 @@ impl Proxy {
             .metrics
             .http_request(HttpMethod::from_http(req.method()));
         let (mut parts, body) = req.into_parts();
+        // Before anything is read or forwarded: a browser page from another origin must not
+        // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
+        if !self.origin_allowed(&parts.headers) {
+            self.ctx.metrics.limit_hit(Limit::Origin);
+            tracing::debug!("request refused: its Origin is not in `origins`");
+            return Ok(local::response(LocalError::OriginForbidden));
+        }
         let method = parts.method.clone();
 
         let session: Option<Arc<str>> = header_str(&parts.headers, SESSION).map(Arc::from);
@@ -245,7 +260,8 @@ impl Proxy {
             let mut sink = i.sink(self.inspect_cap);
             inspection = Some(i);
             if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
-                match replay::read_up_to(body, self.policy.replay_cap()).await {
+                let cap = self.policy.replay_cap();
+                match replay::read_up_to(body, cap, self.request_body_idle).await {
                     Ok(Buffered::Whole(bytes)) => {
                         sink.on_data(&bytes);
                         sink.on_end(BodyEnd::Complete);
@@ -259,7 +275,14 @@ impl Proxy {
                         RequestBody::prefixed(prefix, rest, sink)
                     }
                     // The agent's body broke: nothing can be forwarded.
-                    Err(_) => return Ok(local::response(LocalError::BadRequestBody)),
+                    Err(ReadError::Broken) => {
+                        return Ok(local::response(LocalError::BadRequestBody));
+                    }
+                    Err(ReadError::Idle) => {
+                        self.ctx.metrics.limit_hit(Limit::RequestBodyTimeout);
+                        tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
+                        return Ok(local::response(LocalError::RequestBodyTimeout));
+                    }
                 }
             } else {
                 let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
@@ -445,6 +468,12 @@ impl Proxy {
                 ProxyBody::Plain(body)
             }
         };
+        let body = match self.sse_keepalive {
+            Some(every) if keepalive_applies(&parts) => {
+                ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
+            }
+            _ => body,
+        };
         Ok(Response::from_parts(parts, body))
     }
 
@@ -484,6 +513,16 @@ impl Proxy {
                 KeyClaim::None
             }
         }
+    }
+
+    /// Every `Origin` header the request carries must be allowed (a request without one
+    /// passes: non-browser agents send none).
+    fn origin_allowed(&self, headers: &http::HeaderMap) -> bool {
+        self.origins.is_empty()
+            || headers
+                .get_all(header::ORIGIN)
+                .iter()
+                .all(|v| self.origins.allows(v.as_bytes()))
     }
 
     fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
@@ -599,6 +638,16 @@ impl Drop for Waiting<'_> {
         // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
         drop(self.take_tracker());
     }
+}
+
+/// Keep-alive comments go only into a 2xx SSE stream of unknown length: a stated
+/// `Content-Length` could not hold the added bytes.
+fn keepalive_applies(parts: &http::response::Parts) -> bool {
+    let sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    sse && parts.status.is_success() && !parts.headers.contains_key(header::CONTENT_LENGTH)
 }
 
 fn header_str<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {

@@ -25,13 +25,33 @@ pub(super) enum Buffered {
     Over { prefix: Vec<Bytes>, rest: Incoming },
 }
 
-/// Reads a body until its end or until more than `cap` bytes were read.
-pub(super) async fn read_up_to(mut body: Incoming, cap: usize) -> Result<Buffered, hyper::Error> {
+/// Why a body could not be read into the buffer.
+pub(super) enum ReadError {
+    /// The agent's body broke (reset, bad framing).
+    Broken,
+    /// The agent paused longer than `timeouts.request_body_idle`.
+    Idle,
+}
+
+/// Reads a body until its end or until more than `cap` bytes were read, with at most `idle`
+/// between frames: the agent is waiting for nothing here, so a pause is its own doing.
+pub(super) async fn read_up_to(
+    mut body: Incoming,
+    cap: usize,
+    idle: Option<std::time::Duration>,
+) -> Result<Buffered, ReadError> {
     let mut chunks = Vec::new();
     let mut total = 0usize;
-    while let Some(frame) = body.frame().await {
+    loop {
+        let frame = match idle {
+            Some(idle) => tokio::time::timeout(idle, body.frame())
+                .await
+                .map_err(|_| ReadError::Idle)?,
+            None => body.frame().await,
+        };
+        let Some(frame) = frame else { break };
         // Request trailers are not forwarded on the replay path (MCP requests have none).
-        let Ok(data) = frame?.into_data() else {
+        let Ok(data) = frame.map_err(|_| ReadError::Broken)?.into_data() else {
             continue;
         };
         total += data.len();

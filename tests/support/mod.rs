@@ -5,7 +5,10 @@
 //! Each crate uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod agent;
+pub mod h2raw;
 pub mod post;
+pub mod raw;
 pub mod redis;
 pub mod upstream;
 

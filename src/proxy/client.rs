@@ -22,9 +22,10 @@ use crate::config::{TlsRoots, UpstreamTls};
 pub use super::replay::RequestBody;
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
-/// Idle pooled connections are closed after this (below common server keep-alive limits of
-/// 60–120 s would race; hyper retries a request that hit a connection closed while idle).
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle pooled connections are closed after this. It must stay below the servers' own
+/// keep-alive timeouts — uvicorn's and Node's are 5 s — or a call sent just as the server
+/// closes an idle connection fails (502), and a `tools/call` is not retried.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -9,12 +9,14 @@ mod clients;
 mod forward;
 mod inspect;
 mod keepalive;
+mod keys;
 mod local;
 mod origin;
 mod replay;
 mod resume;
 pub mod server;
 pub mod tls;
+mod waiting;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,7 +29,6 @@ use http::{Method, Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-use crate::classify::exchange::Exchange;
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
 
@@ -40,16 +41,12 @@ pub use resume::ResumeRegistry;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
+use keys::{KeyClaim, replay_record};
 use local::LocalError;
 use replay::{Buffered, ReadError, RequestBody};
+use waiting::Waiting;
 
-use bytes::Bytes;
-
-use crate::metrics::ReplayResult;
-use crate::policy::idempotency::{
-    Claim, Key, Record, Recording, Store as IdempotencyStore, Ticket, fingerprint,
-    recordable_status,
-};
+use crate::policy::idempotency::{Recording, Store as IdempotencyStore, recordable_status};
 use crate::policy::{Annotations, Attempt, Next, Policy};
 
 /// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
@@ -80,49 +77,6 @@ pub struct Proxy {
     origins: config::Origins,
     policy: Policy,
     carried: Carried,
-}
-
-/// What an `Idempotency-Key` means for this request.
-enum KeyClaim {
-    /// No usable key, or no store: forward as usual.
-    None,
-    /// First of its key: forward, and record the answer.
-    Fresh(Ticket, Vec<String>),
-    /// A repeat: answer from the record, with the repeat's ids.
-    Replay(Record, Vec<String>),
-    /// 409 or 422.
-    Refuse(LocalError),
-}
-
-/// The recorded answer, replayed with the repeat's ids and classified like an upstream's.
-fn replay_record(
-    tracker: Option<CallTracker>,
-    record: &Record,
-    ids: &[String],
-) -> Response<AgentBody> {
-    let body = record.replay_body(ids);
-    let mut response = Response::new(ProxyBody::Local(http_body_util::Full::new(
-        bytes::Bytes::new(),
-    )));
-    *response.status_mut() =
-        http::StatusCode::from_u16(record.status).unwrap_or(http::StatusCode::OK);
-    *response.headers_mut() = record.header_map();
-    response
-        .headers_mut()
-        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
-    let body = http_body_util::Full::new(body);
-    *response.body_mut() = match tracker {
-        Some(mut tracker) => {
-            let content_type = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .map(HeaderValue::as_bytes);
-            tracker.response_head(record.status, content_type);
-            ProxyBody::Replayed(ObservedBody::new(body, tracker))
-        }
-        None => ProxyBody::Local(body),
-    };
-    response
 }
 
 /// State that outlives a config reload.
@@ -477,44 +431,6 @@ impl Proxy {
         Ok(Response::from_parts(parts, body))
     }
 
-    /// Claims an `Idempotency-Key` for a request whose body is in the replay buffer. The key
-    /// is scoped by the `Authorization` header, so one client can neither read nor block
-    /// another's keys. A store error forwards the call without idempotency (counted).
-    async fn claim_key(&self, parts: &http::request::Parts, value: &[u8], body: &[u8]) -> KeyClaim {
-        let scope = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .map_or(&[][..], HeaderValue::as_bytes);
-        let Some(key) = Key::new(value, scope) else {
-            return KeyClaim::None;
-        };
-        let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-        let Some(fp) = fingerprint(target, body) else {
-            return KeyClaim::None;
-        };
-        let metrics = &self.ctx.metrics;
-        match self.carried.idempotency.claim(&key, fp.fingerprint).await {
-            Ok(Claim::Fresh(ticket)) => KeyClaim::Fresh(ticket, fp.ids),
-            Ok(Claim::Done(record)) => {
-                metrics.idempotent_replay(ReplayResult::Replayed);
-                KeyClaim::Replay(record, fp.ids)
-            }
-            Ok(Claim::InFlight) => {
-                metrics.idempotent_replay(ReplayResult::Conflict);
-                KeyClaim::Refuse(LocalError::IdempotencyInFlight)
-            }
-            Ok(Claim::Mismatch) => {
-                metrics.idempotent_replay(ReplayResult::Mismatch);
-                KeyClaim::Refuse(LocalError::IdempotencyMismatch)
-            }
-            Err(err) => {
-                metrics.idempotent_replay(ReplayResult::StoreError);
-                tracing::warn!(error = %err, "idempotency store unavailable; forwarding without it");
-                KeyClaim::None
-            }
-        }
-    }
-
     /// Every `Origin` header the request carries must be allowed (a request without one
     /// passes: non-browser agents send none).
     fn origin_allowed(&self, headers: &http::HeaderMap) -> bool {
@@ -534,109 +450,6 @@ impl Proxy {
             .authority(self.authority.clone())
             .path_and_query(pq)
             .build()
-    }
-}
-
-/// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
-/// request it carried is CLIENT_CANCELLED.
-struct Waiting<'a> {
-    proxy: &'a Arc<Proxy>,
-    inspection: Option<Inspection>,
-    resumed: Vec<resume::Parked>,
-    session: Option<Arc<str>>,
-    protocol_version: Option<Box<str>>,
-    started: Instant,
-    /// Upstream attempts so far, and the status of each failed one.
-    attempts: u32,
-    statuses: Vec<u16>,
-    /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
-    client_retry: bool,
-    /// The request body (from the replay buffer) and target, to remember a failure by.
-    body: Option<(Bytes, Box<str>)>,
-}
-
-impl Waiting<'_> {
-    /// What the policy says about the call, from its (buffered, so fully inspected) body.
-    fn retry_plan(&self, headers: &http::HeaderMap) -> RetryPlan {
-        let Some(inspection) = &self.inspection else {
-            return RetryPlan::default();
-        };
-        let has_key = headers.contains_key(IDEMPOTENCY_KEY);
-        let labels: Vec<(String, String)> = inspection.requests(|r| {
-            (
-                r.method.text_lossy().into_owned(),
-                r.tool.text_lossy().into_owned(),
-            )
-        });
-        let policy = &self.proxy.policy;
-        RetryPlan {
-            applies: !labels.is_empty(),
-            idempotent: !labels.is_empty()
-                && labels
-                    .iter()
-                    .all(|(m, t)| policy.verdict(m, t, has_key).idempotent()),
-            labels,
-        }
-    }
-
-    /// The tracker for what this exchange carries, or `None` when it carries no call.
-    fn take_tracker(&mut self) -> Option<CallTracker> {
-        let ctx = self.proxy.ctx.clone();
-        if let Some(inspection) = self.inspection.take() {
-            if inspection.was_cut() {
-                ctx.metrics.limit_hit(Limit::RequestInspectBytes);
-            }
-            let found = inspection.take();
-            if found.overflow > 0 {
-                ctx.metrics.limit_hit(Limit::BatchRequests);
-            }
-            if found.requests.is_empty() {
-                return None;
-            }
-            let meta = vec![
-                CallMeta {
-                    started: self.started,
-                    statuses: std::mem::take(&mut self.statuses),
-                    attempts: self.attempts,
-                    client_retry: self.client_retry,
-                    sse_events: 0,
-                };
-                found.requests.len()
-            ];
-            let exchange = Exchange::new(found.requests, found.batch);
-            let mut tracker = CallTracker::new(
-                ctx,
-                exchange,
-                meta,
-                self.session.clone(),
-                self.protocol_version.take(),
-            );
-            if let Some((body, target)) = self.body.take() {
-                tracker.remember_body(body, target);
-            }
-            return Some(tracker);
-        }
-        if self.resumed.is_empty() {
-            return None;
-        }
-        let parked = std::mem::take(&mut self.resumed);
-        let protocol_version = parked.first().and_then(|p| p.protocol_version.clone());
-        let (requests, meta): (Vec<_>, Vec<_>) =
-            parked.into_iter().map(|p| (p.request, p.meta)).unzip();
-        Some(CallTracker::new(
-            ctx,
-            Exchange::new(requests, false),
-            meta,
-            self.session.clone(),
-            protocol_version,
-        ))
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
-        drop(self.take_tracker());
     }
 }
 

@@ -1,0 +1,119 @@
+//! An exchange waiting for the upstream's answer: what it carries (a POST's requests, or
+//! parked calls a resumed stream may settle), how many attempts it took, and the guarantee
+//! that a dropped wait (the agent left) still gives every request its outcome.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::classify::exchange::Exchange;
+use crate::metrics::Limit;
+
+use super::attempt::RetryPlan;
+use super::call::{CallMeta, CallTracker};
+use super::inspect::Inspection;
+use super::{IDEMPOTENCY_KEY, Proxy, resume};
+
+/// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
+/// request it carried is CLIENT_CANCELLED.
+pub(super) struct Waiting<'a> {
+    pub(super) proxy: &'a Arc<Proxy>,
+    pub(super) inspection: Option<Inspection>,
+    pub(super) resumed: Vec<resume::Parked>,
+    pub(super) session: Option<Arc<str>>,
+    pub(super) protocol_version: Option<Box<str>>,
+    pub(super) started: Instant,
+    /// Upstream attempts so far, and the status of each failed one.
+    pub(super) attempts: u32,
+    pub(super) statuses: Vec<u16>,
+    /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
+    pub(super) client_retry: bool,
+    /// The request body (from the replay buffer) and target, to remember a failure by.
+    pub(super) body: Option<(Bytes, Box<str>)>,
+}
+
+impl Waiting<'_> {
+    /// What the policy says about the call, from its (buffered, so fully inspected) body.
+    pub(super) fn retry_plan(&self, headers: &http::HeaderMap) -> RetryPlan {
+        let Some(inspection) = &self.inspection else {
+            return RetryPlan::default();
+        };
+        let has_key = headers.contains_key(IDEMPOTENCY_KEY);
+        let labels: Vec<(String, String)> = inspection.requests(|r| {
+            (
+                r.method.text_lossy().into_owned(),
+                r.tool.text_lossy().into_owned(),
+            )
+        });
+        let policy = &self.proxy.policy;
+        RetryPlan {
+            applies: !labels.is_empty(),
+            idempotent: !labels.is_empty()
+                && labels
+                    .iter()
+                    .all(|(m, t)| policy.verdict(m, t, has_key).idempotent()),
+            labels,
+        }
+    }
+
+    /// The tracker for what this exchange carries, or `None` when it carries no call.
+    pub(super) fn take_tracker(&mut self) -> Option<CallTracker> {
+        let ctx = self.proxy.ctx.clone();
+        if let Some(inspection) = self.inspection.take() {
+            if inspection.was_cut() {
+                ctx.metrics.limit_hit(Limit::RequestInspectBytes);
+            }
+            let found = inspection.take();
+            if found.overflow > 0 {
+                ctx.metrics.limit_hit(Limit::BatchRequests);
+            }
+            if found.requests.is_empty() {
+                return None;
+            }
+            let meta = vec![
+                CallMeta {
+                    started: self.started,
+                    statuses: std::mem::take(&mut self.statuses),
+                    attempts: self.attempts,
+                    client_retry: self.client_retry,
+                    sse_events: 0,
+                };
+                found.requests.len()
+            ];
+            let exchange = Exchange::new(found.requests, found.batch);
+            let mut tracker = CallTracker::new(
+                ctx,
+                exchange,
+                meta,
+                self.session.clone(),
+                self.protocol_version.take(),
+            );
+            if let Some((body, target)) = self.body.take() {
+                tracker.remember_body(body, target);
+            }
+            return Some(tracker);
+        }
+        if self.resumed.is_empty() {
+            return None;
+        }
+        let parked = std::mem::take(&mut self.resumed);
+        let protocol_version = parked.first().and_then(|p| p.protocol_version.clone());
+        let (requests, meta): (Vec<_>, Vec<_>) =
+            parked.into_iter().map(|p| (p.request, p.meta)).unzip();
+        Some(CallTracker::new(
+            ctx,
+            Exchange::new(requests, false),
+            meta,
+            self.session.clone(),
+            protocol_version,
+        ))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
+        drop(self.take_tracker());
+    }
+}

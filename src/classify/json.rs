@@ -236,13 +236,64 @@ impl JsonScanner {
         if self.failed().is_some() {
             return;
         }
-        if let Err(why) = self.scan(chunk, sink) {
+        if let Err(why) = self.validated(chunk, sink) {
             self.state = State::Failed(why);
+        }
+    }
+
+    /// Validates a chunk's UTF-8 in one pass (RFC 8259 §8.1: JSON text is UTF-8), then scans
+    /// it. Only the bytes before the first invalid sequence are scanned, so an earlier error
+    /// still wins: the first bad byte decides the reason, however the input was cut. An
+    /// incomplete sequence at the chunk's end (at most 3 bytes) is held back and scanned once
+    /// the next chunk completes it.
+    fn validated<S: MessageSink + ?Sized>(
+        &mut self,
+        mut chunk: &[u8],
+        sink: &mut S,
+    ) -> Result<(), Malformed> {
+        if self.utf8_len != 0 {
+            let need = utf8_width(self.utf8[0]);
+            let take = need.saturating_sub(self.utf8_len).min(chunk.len());
+            self.utf8[self.utf8_len..self.utf8_len + take].copy_from_slice(&chunk[..take]);
+            self.utf8_len += take;
+            chunk = &chunk[take..];
+            match std::str::from_utf8(&self.utf8[..self.utf8_len]) {
+                Ok(_) => {
+                    let (held, n) = (self.utf8, self.utf8_len);
+                    self.utf8_len = 0;
+                    self.scan(&held[..n], sink)?;
+                }
+                Err(e) if e.error_len().is_none() => return Ok(()),
+                Err(_) => return Err(Malformed::Utf8),
+            }
+        }
+        match std::str::from_utf8(chunk) {
+            Ok(_) => self.scan(chunk, sink),
+            Err(e) => {
+                let valid = e.valid_up_to();
+                self.scan(&chunk[..valid], sink)?;
+                if e.error_len().is_some() {
+                    return Err(Malformed::Utf8);
+                }
+                let tail = &chunk[valid..];
+                self.utf8[..tail.len()].copy_from_slice(tail);
+                self.utf8_len = tail.len();
+                Ok(())
+            }
         }
     }
 
     /// The input ended: the document's verdict.
     pub fn finish<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<Document, Malformed> {
+        if self.utf8_len != 0 && self.failed().is_none() {
+            // The input ended inside a UTF-8 sequence: scan its bytes as they are (inside a
+            // string the string is then unterminated; elsewhere they are not JSON).
+            let (held, n) = (self.utf8, self.utf8_len);
+            self.utf8_len = 0;
+            if let Err(why) = self.scan(&held[..n], sink) {
+                self.state = State::Failed(why);
+            }
+        }
         if let State::Number(num) = self.state {
             // A top-level number ends at end of input.
             if let Err(why) = self.end_number(num, sink) {
@@ -271,17 +322,14 @@ impl JsonScanner {
             match self.state {
                 State::Str => {
                     let rest = &chunk[i..];
-                    let (p, high) = string_run(rest);
-                    self.string_bytes(&rest[..p], high)?;
+                    let p = string_run(rest);
+                    self.capture(&rest[..p]);
                     let Some(&stop) = rest.get(p) else {
                         i = len;
                         continue;
                     };
                     if stop < 0x20 {
                         return Err(Malformed::ControlCharacter);
-                    }
-                    if self.utf8_len != 0 {
-                        return Err(Malformed::Utf8);
                     }
                     if stop == b'"' {
                         self.end_string(sink)?;
@@ -653,22 +701,6 @@ impl JsonScanner {
         Ok(())
     }
 
-    /// Raw string bytes between quotes, escapes and control characters (see [`string_run`]):
-    /// UTF-8 validated when `high` (some byte may be non-ASCII) or a sequence is pending,
-    /// captured when wanted. A control character after them is reported by the caller, so
-    /// bad UTF-8 before it wins, however the input was cut.
-    #[inline]
-    fn string_bytes(&mut self, seg: &[u8], high: bool) -> Result<(), Malformed> {
-        if seg.is_empty() {
-            return Ok(());
-        }
-        if high || self.utf8_len != 0 {
-            self.check_utf8(seg)?;
-        }
-        self.capture(seg);
-        Ok(())
-    }
-
     #[inline]
     fn capture(&mut self, bytes: &[u8]) {
         match self.dest {
@@ -683,34 +715,6 @@ impl JsonScanner {
                 }
             }
             Dest::Slot(slot) => self.envelope.push(slot, bytes),
-        }
-    }
-
-    /// Validates UTF-8 across chunk boundaries: an incomplete sequence at the end of `seg` is
-    /// kept (at most 3 bytes) and completed by the next segment.
-    fn check_utf8(&mut self, mut seg: &[u8]) -> Result<(), Malformed> {
-        if self.utf8_len != 0 {
-            let need = utf8_width(self.utf8[0]);
-            while self.utf8_len < need && !seg.is_empty() {
-                self.utf8[self.utf8_len] = seg[0];
-                self.utf8_len += 1;
-                seg = &seg[1..];
-            }
-            match std::str::from_utf8(&self.utf8[..self.utf8_len]) {
-                Ok(_) => self.utf8_len = 0,
-                Err(e) if e.error_len().is_none() => return Ok(()),
-                Err(_) => return Err(Malformed::Utf8),
-            }
-        }
-        match std::str::from_utf8(seg) {
-            Ok(_) => Ok(()),
-            Err(e) if e.error_len().is_none() => {
-                let tail = &seg[e.valid_up_to()..];
-                self.utf8[..tail.len()].copy_from_slice(tail);
-                self.utf8_len = tail.len();
-                Ok(())
-            }
-            Err(_) => Err(Malformed::Utf8),
         }
     }
 }
@@ -780,40 +784,31 @@ fn stop_bits(w: u64) -> u64 {
     (zero_quote | zero_backslash | control) & HIGHS
 }
 
-/// The length of the plain run at the start of `seg` (up to the first byte that
-/// [`stops_string`], or all of it), and whether any byte of the run may be non-ASCII (an over-
-/// approximation: only ever used to skip UTF-8 validation of pure ASCII).
+/// The length of the plain run at the start of `seg`: up to the first byte that
+/// [`stops_string`], or all of it. (UTF-8 was validated for the whole chunk before.)
 ///
 /// One pass, eight bytes at a time with word arithmetic (no `unsafe`, no per-call dispatch),
 /// so short strings such as keys stop within a word or two and long ones run at several
 /// bytes per cycle.
 #[inline]
-fn string_run(seg: &[u8]) -> (usize, bool) {
-    let mut high = 0u64;
+fn string_run(seg: &[u8]) -> usize {
     let mut base = 0;
     let mut words = seg.chunks_exact(8);
     for word in &mut words {
         let mut le = [0u8; 8];
         le.copy_from_slice(word);
-        let w = u64::from_le_bytes(le);
-        high |= w;
-        let stops = stop_bits(w);
+        let stops = stop_bits(u64::from_le_bytes(le));
         if stops != 0 {
-            return (
-                base + (stops.trailing_zeros() / 8) as usize,
-                high & HIGHS != 0,
-            );
+            return base + (stops.trailing_zeros() / 8) as usize;
         }
         base += 8;
     }
-    let mut tail = high & HIGHS != 0;
     for (k, &b) in words.remainder().iter().enumerate() {
         if stops_string(b) {
-            return (base + k, tail);
+            return base + k;
         }
-        tail |= b >= 0x80;
     }
-    (seg.len(), tail)
+    seg.len()
 }
 
 #[cfg(test)]

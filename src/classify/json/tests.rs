@@ -174,7 +174,9 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
     let cases: &[(&[u8], Malformed)] = &[
         (b"\"\xff\x01\"", Malformed::Utf8),
         (b"{\"json\xff\xff\xff\x01\x07\x10{\"", Malformed::Utf8),
-        (b"\"\xc3\x01\"", Malformed::ControlCharacter),
+        // A sequence that cannot be completed is bad from its first byte (UTF-8's
+        // `valid_up_to`): the lead 0xC3 comes before the control character.
+        (b"\"\xc3\x01\"", Malformed::Utf8),
         (b"\"ok\x01\xff\"", Malformed::ControlCharacter),
         (b"\"\xc3\xa9\x1f\"", Malformed::ControlCharacter),
         // An unfinished sequence before an escape: the backslash is the first bad byte.

@@ -11,7 +11,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let step = usize::from(head % 17) + 1;
-    let cap = if head & 0x80 != 0 { body.len() / 2 + 1 } else { usize::MAX };
+    let cap = if head & 0x80 != 0 {
+        body.len() / 2 + 1
+    } else {
+        usize::MAX
+    };
     let mut split = RequestInspector::new();
     for chunk in body.chunks(step) {
         split.feed(chunk, cap);

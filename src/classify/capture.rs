@@ -2,8 +2,8 @@
 //! classification needs, never the message itself.
 //!
 //! Limits (each a named constant; overflow never fails the forward):
-//! - [`MAX_ID_BYTES`]: a longer id keeps its first bytes plus a hash of all of them, so ids
-//!   still compare exactly in practice (64-bit FNV-1a over the whole decoded value).
+//! - [`MAX_ID_BYTES`]: a longer id keeps its first bytes plus a hash of the rest, so ids
+//!   still compare exactly in practice (64-bit FNV-1a over the decoded bytes past the cap).
 //! - [`MAX_NAME_BYTES`]: method and tool names longer than this are truncated (labels are
 //!   capped anyway).
 //! - [`MAX_KEY_BYTES`]: object keys longer than this are never keys of interest.
@@ -32,7 +32,8 @@ pub enum Kind {
 }
 
 /// A captured value: its kind, and for strings (decoded) and numbers (token text) the first
-/// `N` bytes, the total length and a hash of all of it.
+/// `N` bytes, the total length and a hash of the bytes past the first `N` (the first `N` are
+/// compared as they are, so only what was not kept needs hashing).
 #[derive(Clone, Debug)]
 pub struct Captured<const N: usize> {
     pub kind: Kind,
@@ -170,6 +171,14 @@ pub(crate) const TRACKED_LEVELS: usize = 5;
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
+/// FNV-1a over `bytes`, continuing from `hash`.
+fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash = (hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+    }
+    hash
+}
+
 impl<const N: usize> Captured<N> {
     pub const fn new() -> Self {
         Self {
@@ -194,9 +203,16 @@ impl<const N: usize> Captured<N> {
         self.buf[self.len..self.len + take].copy_from_slice(&bytes[..take]);
         self.len += take;
         self.total += bytes.len();
-        for &b in bytes {
-            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
-        }
+        self.hash = fnv(self.hash, &bytes[take..]);
+    }
+
+    /// Becomes a copy of `other`, copying only the bytes it holds (not the whole buffer).
+    pub(crate) fn copy_from(&mut self, other: &Self) {
+        self.kind = other.kind;
+        self.buf[..other.len].copy_from_slice(&other.buf[..other.len]);
+        self.len = other.len;
+        self.total = other.total;
+        self.hash = other.hash;
     }
 
     /// The captured bytes (the first `N` of them).
@@ -230,12 +246,32 @@ impl<const N: usize> Captured<N> {
         self.kind == Kind::String && !self.truncated() && self.bytes() == s.as_bytes()
     }
 
-    /// Same kind and same bytes (whole, or by length and hash past the cap).
+    /// Same kind and same bytes (whole, or by length, the kept bytes and the hash past the
+    /// cap).
     pub fn same_bytes<const M: usize>(&self, other: &Captured<M>) -> bool {
-        self.kind == other.kind
-            && self.total == other.total
-            && self.hash == other.hash
-            && (self.bytes().starts_with(other.bytes()) || other.bytes().starts_with(self.bytes()))
+        if self.kind != other.kind || self.total != other.total {
+            return false;
+        }
+        match (self.truncated(), other.truncated()) {
+            (false, false) => self.bytes() == other.bytes(),
+            // Same cap, so the hashes cover the same range.
+            (true, true) if N == M => self.bytes() == other.bytes() && self.hash == other.hash,
+            (true, false) => {
+                other.bytes().get(..N) == Some(self.bytes()) && other.hash_from(N) == self.hash
+            }
+            (false, true) => {
+                self.bytes().get(..M) == Some(other.bytes()) && self.hash_from(M) == other.hash
+            }
+            // Both cut at different caps: the bytes between the caps were kept by one and
+            // hashed by the other, so neither can tell. No caller compares such captures.
+            (true, true) => false,
+        }
+    }
+
+    /// The hash of the kept bytes from `from` on, as [`Self::push`] would have hashed them
+    /// past a cap of `from` (only meaningful when nothing was cut).
+    fn hash_from(&self, from: usize) -> u64 {
+        fnv(FNV_OFFSET, self.bytes().get(from..).unwrap_or_default())
     }
 
     /// The value as an i64 when it is an integer in serde_json's sense: a number token with
@@ -293,8 +329,71 @@ impl Envelope {
         }
     }
 
+    /// Back to an empty envelope. Field by field, leaving the capture buffers' old bytes in
+    /// place (their lengths are zeroed): per SSE event, rewriting the ~1 KiB of buffers was
+    /// the largest fixed cost.
     pub(crate) fn reset(&mut self) {
-        *self = Self::new();
+        // Destructured so that a new field cannot be forgotten here.
+        let Envelope {
+            shape,
+            jsonrpc,
+            id,
+            method,
+            result,
+            result_type,
+            is_error,
+            content,
+            result_task,
+            input_requests,
+            request_state,
+            error,
+            error_code,
+            error_message,
+            params,
+            tool_name,
+            params_task,
+            protocol_version,
+            tasks_extension,
+            client_name,
+            client_version,
+            tool_entry:
+                ToolEntry {
+                    name: tool_entry_name,
+                    read_only,
+                    idempotent,
+                },
+        } = self;
+        for kind in [
+            shape,
+            result,
+            is_error,
+            content,
+            result_task,
+            input_requests,
+            request_state,
+            error,
+            params,
+            params_task,
+            tasks_extension,
+            read_only,
+            idempotent,
+        ] {
+            *kind = Kind::Absent;
+        }
+        for short in [
+            jsonrpc,
+            result_type,
+            error_code,
+            protocol_version,
+            client_name,
+            client_version,
+        ] {
+            short.start(Kind::Absent);
+        }
+        for name in [method, error_message, tool_name, tool_entry_name] {
+            name.start(Kind::Absent);
+        }
+        id.start(Kind::Absent);
     }
 
     /// A value of this slot begins: reset what an earlier duplicate key left ("last wins").

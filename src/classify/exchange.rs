@@ -190,7 +190,9 @@ impl Correlator {
             }
             Ok(_) => {
                 for call in &mut self.calls {
-                    if call.verdict.is_none() {
+                    // Checked first: most SSE events (progress) leave nothing tentative, and
+                    // moving an empty verdict still copies its ~200 bytes.
+                    if call.verdict.is_none() && call.tentative.is_some() {
                         call.verdict = call.tentative.take();
                     }
                 }
@@ -202,7 +204,9 @@ impl Correlator {
     /// Drops what the current document said (it was not JSON-RPC after all).
     fn discard_tentative(&mut self) {
         for call in &mut self.calls {
-            call.tentative = None;
+            if call.tentative.is_some() {
+                call.tentative = None;
+            }
         }
     }
 

@@ -114,10 +114,28 @@ enum State {
     },
     Number(Num),
     Literal {
-        word: &'static [u8],
+        word: Word,
         pos: u8,
     },
     Failed(Malformed),
+}
+
+/// The three literals, by name (keeps [`State`] small: no slice in it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    True,
+    False,
+    Null,
+}
+
+impl Word {
+    fn bytes(self) -> &'static [u8] {
+        match self {
+            Word::True => b"true",
+            Word::False => b"false",
+            Word::Null => b"null",
+        }
+    }
 }
 
 /// Where the bytes of the current string or number go.
@@ -147,6 +165,9 @@ pub struct JsonScanner {
     dest: Dest,
     /// The level (below the envelope) whose array elements are followed: `result.tools[i]`.
     elements_at: Option<usize>,
+    /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
+    /// untracked container are only validated, without path or capture bookkeeping.
+    quiet: usize,
     /// The string being scanned is an object key.
     in_key: bool,
     key: [u8; MAX_KEY_BYTES],
@@ -180,6 +201,7 @@ impl JsonScanner {
             keys_live: [false; TRACKED_LEVELS],
             dest: Dest::None,
             elements_at: None,
+            quiet: usize::MAX,
             in_key: false,
             key: [0; MAX_KEY_BYTES],
             key_len: 0,
@@ -199,6 +221,7 @@ impl JsonScanner {
         self.messages = 0;
         self.dest = Dest::None;
         self.elements_at = None;
+        self.quiet = usize::MAX;
         self.in_key = false;
         self.utf8_len = 0;
     }
@@ -257,7 +280,7 @@ impl JsonScanner {
             self.utf8[self.utf8_len..self.utf8_len + take].copy_from_slice(&chunk[..take]);
             self.utf8_len += take;
             chunk = &chunk[take..];
-            match std::str::from_utf8(&self.utf8[..self.utf8_len]) {
+            match simdutf8::compat::from_utf8(&self.utf8[..self.utf8_len]) {
                 Ok(_) => {
                     let (held, n) = (self.utf8, self.utf8_len);
                     self.utf8_len = 0;
@@ -267,7 +290,7 @@ impl JsonScanner {
                 Err(_) => return Err(Malformed::Utf8),
             }
         }
-        match std::str::from_utf8(chunk) {
+        match simdutf8::compat::from_utf8(chunk) {
             Ok(_) => self.scan(chunk, sink),
             Err(e) => {
                 let valid = e.valid_up_to();
@@ -311,75 +334,233 @@ impl JsonScanner {
         }
     }
 
+    /// Scans validated bytes. The common tokens — whole keys, strings, numbers, literals and
+    /// the punctuation between them — are taken whole here, without a round trip through
+    /// `self.state` per byte; whatever a chunk boundary cuts goes through [`Self::structural`]
+    /// one byte at a time.
     fn scan<S: MessageSink + ?Sized>(
         &mut self,
         chunk: &[u8],
         sink: &mut S,
     ) -> Result<(), Malformed> {
-        let mut i = 0;
         let len = chunk.len();
+        let mut i = 0;
         while i < len {
+            let b = chunk[i];
             match self.state {
-                State::Str => {
-                    let rest = &chunk[i..];
-                    let p = string_run(rest);
-                    self.capture(&rest[..p]);
-                    let Some(&stop) = rest.get(p) else {
-                        i = len;
-                        continue;
-                    };
-                    if stop < 0x20 {
-                        return Err(Malformed::ControlCharacter);
-                    }
-                    if stop == b'"' {
-                        self.end_string(sink)?;
-                        i += p + 1;
-                    } else {
-                        // A backslash. A short escape whose second byte is here is decoded
-                        // at once; `\u` (and a chunk ending after the backslash) go through
-                        // the escape states.
-                        match rest.get(p + 1) {
-                            Some(&e) if e != b'u' => {
-                                self.escape(e)?;
-                                i += p + 2;
-                            }
-                            _ => {
-                                self.state = State::Escape;
-                                i += p + 1;
+                State::Str => i = self.string(chunk, i, sink)?,
+                State::Number(num) => i = self.number(chunk, i, num, sink)?,
+                State::Value { close } => {
+                    i += 1;
+                    match b {
+                        b'"' => {
+                            self.begin_value(b)?;
+                            i = self.string(chunk, i, sink)?;
+                        }
+                        b' ' | b'\t' | b'\n' | b'\r' => {}
+                        b']' if close => self.close(sink)?,
+                        b'-' | b'0'..=b'9' => {
+                            self.begin_value(b)?;
+                            if let State::Number(num) = self.state {
+                                i = self.number(chunk, i, num, sink)?;
                             }
                         }
+                        b't' | b'f' | b'n' => {
+                            self.begin_value(b)?;
+                            i = self.literal_rest(chunk, i, sink)?;
+                        }
+                        _ => self.begin_value(b)?,
                     }
                 }
-                State::Number(num) => {
-                    let start = i;
-                    let mut num = num;
-                    while i < len {
-                        match next_num(num, chunk[i]) {
-                            Some(next) => {
-                                num = next;
-                                i += 1;
+                State::Key { close } => {
+                    i += 1;
+                    match b {
+                        b'"' => i = self.key(chunk, i, sink)?,
+                        b' ' | b'\t' | b'\n' | b'\r' => {}
+                        b'}' if close => self.close(sink)?,
+                        _ => return Err(Malformed::Syntax),
+                    }
+                }
+                State::AfterValue => {
+                    i += 1;
+                    match b {
+                        b',' => {
+                            if self.top_is_object() {
+                                self.state = State::Key { close: false };
+                                // The usual case: the next key's quote follows at once.
+                                if chunk.get(i) == Some(&b'"') {
+                                    i = self.key(chunk, i + 1, sink)?;
+                                }
+                            } else {
+                                self.state = State::Value { close: false };
                             }
-                            None => break,
                         }
-                    }
-                    if let Dest::Slot(slot) = self.dest {
-                        self.envelope.push(slot, &chunk[start..i]);
-                    }
-                    if i < len {
-                        // The byte at `i` ends the number; it is scanned again in the next state.
-                        self.end_number(num, sink)?;
-                    } else {
-                        self.state = State::Number(num);
+                        b' ' | b'\t' | b'\n' | b'\r' => {}
+                        b'}' if self.top_is_object() => self.close(sink)?,
+                        b']' if !self.top_is_object() => self.close(sink)?,
+                        _ => return Err(Malformed::Syntax),
                     }
                 }
                 _ => {
-                    let b = chunk[i];
                     i += 1;
                     self.structural(b, sink)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// A key's opening quote was just scanned; `i` is the byte after it. A key whole in this
+    /// chunk, without escapes, is matched in place and its colon taken too; any other goes
+    /// through the string states.
+    #[inline]
+    fn key<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        i: usize,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
+        let live = self.keys_live_here();
+        let rest = &chunk[i..];
+        let p = string_run(rest);
+        if rest.get(p) == Some(&b'"') {
+            if live {
+                let rel = self.depth - self.env_level;
+                if let Some(key) = self.path.get_mut(rel) {
+                    *key = if p > MAX_KEY_BYTES {
+                        Key::Other
+                    } else {
+                        Key::from_bytes(&rest[..p])
+                    };
+                }
+            }
+            let mut j = i + p + 1;
+            if chunk.get(j) == Some(&b':') {
+                j += 1;
+                self.state = State::Value { close: false };
+            } else {
+                self.state = State::Colon;
+            }
+            return Ok(j);
+        }
+        self.key_len = 0;
+        self.key_overflow = false;
+        self.in_key = true;
+        self.dest = if live { Dest::Key } else { Dest::None };
+        self.state = State::Str;
+        self.string(chunk, i, sink)
+    }
+
+    /// Whether the keys of the object open at the current depth are followed.
+    #[inline]
+    fn keys_live_here(&self) -> bool {
+        if self.depth >= self.quiet || self.depth < self.env_level {
+            return false;
+        }
+        let rel = self.depth - self.env_level;
+        rel < TRACKED_LEVELS && self.keys_live[rel]
+    }
+
+    /// Inside a string from `i`: plain runs, short escapes and the closing quote, until the
+    /// string ends or the chunk does. Returns where scanning goes on.
+    #[inline]
+    fn string<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        mut i: usize,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
+        let len = chunk.len();
+        loop {
+            let rest = &chunk[i..];
+            let p = string_run(rest);
+            if self.dest != Dest::None {
+                self.capture(&rest[..p]);
+            }
+            let Some(&stop) = rest.get(p) else {
+                return Ok(len);
+            };
+            if stop == b'"' {
+                self.end_string(sink)?;
+                return Ok(i + p + 1);
+            }
+            if stop < 0x20 {
+                return Err(Malformed::ControlCharacter);
+            }
+            // A backslash. A short escape whose second byte is here is taken at once; `\u`
+            // (and a chunk ending after the backslash) go through the escape states.
+            match rest.get(p + 1) {
+                Some(&e) if e != b'u' => {
+                    if self.dest == Dest::None {
+                        if !matches!(e, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+                            return Err(Malformed::Syntax);
+                        }
+                    } else {
+                        self.escape(e)?;
+                    }
+                    i += p + 2;
+                }
+                _ => {
+                    self.state = State::Escape;
+                    return Ok(i + p + 1);
+                }
+            }
+        }
+    }
+
+    /// A number's first byte was scanned (state `Number(num)`); `i` is the byte after it.
+    #[inline]
+    fn number<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        mut i: usize,
+        mut num: Num,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
+        let start = i;
+        let len = chunk.len();
+        while i < len {
+            match next_num(num, chunk[i]) {
+                Some(next) => {
+                    num = next;
+                    i += 1;
+                }
+                None => break,
+            }
+        }
+        if let Dest::Slot(slot) = self.dest {
+            self.envelope.push(slot, &chunk[start..i]);
+        }
+        if i < len {
+            // The byte at `i` ends the number; it is scanned again in the next state.
+            self.end_number(num, sink)?;
+        } else {
+            self.state = State::Number(num);
+        }
+        Ok(i)
+    }
+
+    /// A literal's first byte was scanned; its rest, when whole in this chunk, is compared at
+    /// once.
+    #[inline]
+    fn literal_rest<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        i: usize,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
+        let State::Literal { word, .. } = self.state else {
+            return Ok(i);
+        };
+        let rest = &word.bytes()[1..];
+        match chunk.get(i..i + rest.len()) {
+            Some(got) if got == rest => {
+                self.end_value(sink);
+                Ok(i + rest.len())
+            }
+            Some(_) => Err(Malformed::Syntax),
+            None => Ok(i),
+        }
     }
 
     /// One byte outside strings and numbers.
@@ -400,11 +581,7 @@ impl JsonScanner {
                     self.key_len = 0;
                     self.key_overflow = false;
                     self.in_key = true;
-                    let rel = self.depth - self.env_level;
-                    self.dest = if self.depth >= self.env_level
-                        && rel < TRACKED_LEVELS
-                        && self.keys_live[rel]
-                    {
+                    self.dest = if self.keys_live_here() {
                         Dest::Key
                     } else {
                         Dest::None
@@ -484,10 +661,11 @@ impl JsonScanner {
             }
             State::Literal { word, pos } => {
                 let pos = usize::from(pos);
-                if word.get(pos) != Some(&b) {
+                let word_bytes = word.bytes();
+                if word_bytes.get(pos) != Some(&b) {
                     return Err(Malformed::Syntax);
                 }
-                if pos + 1 == word.len() {
+                if pos + 1 == word_bytes.len() {
                     self.end_value(sink);
                 } else {
                     self.state = State::Literal {
@@ -503,6 +681,9 @@ impl JsonScanner {
     }
 
     fn begin_value(&mut self, b: u8) -> Result<(), Malformed> {
+        if self.depth >= self.quiet {
+            return self.begin_quiet(b);
+        }
         let kind = match b {
             b'{' => Kind::Object,
             b'[' => Kind::Array,
@@ -562,10 +743,21 @@ impl JsonScanner {
                     self.stack[word] &= !(1 << bit);
                 }
                 self.depth += 1;
-                if object && self.depth >= self.env_level {
+                if self.depth >= self.env_level {
                     let rel = self.depth - self.env_level;
-                    if rel < TRACKED_LEVELS {
-                        self.keys_live[rel] = rel == 0 || slot.is_some_and(capture::keys_matter);
+                    let followed = if object {
+                        let live = rel < TRACKED_LEVELS
+                            && (rel == 0 || slot.is_some_and(capture::keys_matter));
+                        if rel < TRACKED_LEVELS {
+                            self.keys_live[rel] = live;
+                        }
+                        live
+                    } else {
+                        self.elements_at == Some(rel)
+                    };
+                    if !followed {
+                        // Nothing inside can be captured: validate only.
+                        self.quiet = self.depth;
                     }
                 }
                 self.state = if object {
@@ -578,13 +770,47 @@ impl JsonScanner {
             b'-' => self.state = State::Number(Num::Minus),
             b'0' => self.state = State::Number(Num::Zero),
             b'1'..=b'9' => self.state = State::Number(Num::Int),
-            b't' => self.state = literal(b"true"),
-            b'f' => self.state = literal(b"false"),
-            _ => self.state = literal(b"null"),
+            b't' => self.state = literal(Word::True),
+            b'f' => self.state = literal(Word::False),
+            _ => self.state = literal(Word::Null),
         }
         if let (Dest::Slot(slot), Kind::Number) = (self.dest, kind) {
             self.envelope.push(slot, &[b]);
         }
+        Ok(())
+    }
+
+    /// [`Self::begin_value`] inside an untracked container: grammar only.
+    #[inline]
+    fn begin_quiet(&mut self, b: u8) -> Result<(), Malformed> {
+        self.dest = Dest::None;
+        self.state = match b {
+            b'{' | b'[' => {
+                if self.depth == MAX_DEPTH {
+                    return Err(Malformed::DepthLimit);
+                }
+                let (word, bit) = (self.depth / 64, self.depth % 64);
+                if b == b'{' {
+                    self.stack[word] |= 1 << bit;
+                } else {
+                    self.stack[word] &= !(1 << bit);
+                }
+                self.depth += 1;
+                if b == b'{' {
+                    State::Key { close: true }
+                } else {
+                    State::Value { close: true }
+                }
+            }
+            b'"' => State::Str,
+            b'-' => State::Number(Num::Minus),
+            b'0' => State::Number(Num::Zero),
+            b'1'..=b'9' => State::Number(Num::Int),
+            b't' => literal(Word::True),
+            b'f' => literal(Word::False),
+            b'n' => literal(Word::Null),
+            _ => return Err(Malformed::Syntax),
+        };
         Ok(())
     }
 
@@ -597,6 +823,12 @@ impl JsonScanner {
     fn close<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
         let was_object = self.top_is_object();
         self.depth -= 1;
+        if self.depth >= self.quiet {
+            // Still inside an untracked container.
+            self.state = State::AfterValue;
+            return Ok(());
+        }
+        self.quiet = usize::MAX;
         if let Some(at) = self.elements_at
             && self.depth >= self.env_level
         {
@@ -719,7 +951,7 @@ impl JsonScanner {
     }
 }
 
-fn literal(word: &'static [u8]) -> State {
+fn literal(word: Word) -> State {
     State::Literal { word, pos: 1 }
 }
 
@@ -784,14 +1016,42 @@ fn stop_bits(w: u64) -> u64 {
     (zero_quote | zero_backslash | control) & HIGHS
 }
 
+/// Bytes per block of [`string_run`]'s wide pass.
+const BLOCK: usize = 32;
+
 /// The length of the plain run at the start of `seg`: up to the first byte that
 /// [`stops_string`], or all of it. (UTF-8 was validated for the whole chunk before.)
 ///
-/// One pass, eight bytes at a time with word arithmetic (no `unsafe`, no per-call dispatch),
-/// so short strings such as keys stop within a word or two and long ones run at several
-/// bytes per cycle.
+/// Short strings (keys, names, enum values) are the common case, so the first 16 bytes go
+/// word by word with SWAR arithmetic, which stops within a word or two. Past them, a wide
+/// pass takes 32 bytes at a time, asking only "does any byte stop?" — a fold the compiler
+/// turns into SIMD compares on its own (SSE2 on x86-64, NEON on aarch64), so no `unsafe` and
+/// no per-call feature dispatch; the block that stops is then located with the SWAR words.
 #[inline]
 fn string_run(seg: &[u8]) -> usize {
+    const HEAD: usize = 16;
+    let Some(tail) = seg.get(HEAD..) else {
+        return word_run(seg);
+    };
+    let head = word_run(&seg[..HEAD]);
+    if head < HEAD {
+        return head;
+    }
+    let mut base = HEAD;
+    let mut blocks = tail.chunks_exact(BLOCK);
+    for block in &mut blocks {
+        if block.iter().fold(false, |any, &b| any | stops_string(b)) {
+            return base + word_run(block);
+        }
+        base += BLOCK;
+    }
+    base + word_run(blocks.remainder())
+}
+
+/// [`string_run`] for a short segment: eight bytes at a time with word arithmetic, then byte
+/// by byte.
+#[inline]
+fn word_run(seg: &[u8]) -> usize {
     let mut base = 0;
     let mut words = seg.chunks_exact(8);
     for word in &mut words {

@@ -355,9 +355,7 @@ impl SseFramer {
     fn end_value(&mut self, field: Field) {
         match field {
             // WHATWG: an id containing NUL is ignored.
-            Field::Id if !self.id_nul => {
-                self.id_buffer = self.id_line.clone();
-            }
+            Field::Id if !self.id_nul => self.id_buffer.copy_from(&self.id_line),
             // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.
             Field::Retry => {
                 if self.retry_digits.is_some() && self.line != Line::ValueStart(Field::Retry) {
@@ -372,7 +370,7 @@ impl SseFramer {
     fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
         // WHATWG: the last event ID string is set first, even when nothing is dispatched.
         if !self.last_event_id.same_bytes(&self.id_buffer) {
-            self.last_event_id = self.id_buffer.clone();
+            self.last_event_id.copy_from(&self.id_buffer);
         }
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.

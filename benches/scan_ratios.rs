@@ -1,0 +1,153 @@
+//! The scan benchmark's ratios, measured interleaved: every round runs each function on each
+//! body for a short slice of time, in turn, and each function keeps its best round. On a
+//! shared machine the load moves between seconds; side by side, a ratio sees the same load on
+//! both sides, and the best round is the one least disturbed. criterion (`benches/scan.rs`)
+//! gives the distributions; this gives the verdict on the targets:
+//!
+//! - at least 3× the throughput of `serde_json::Value` on every body;
+//! - not slower than `serde::de::IgnoredAny` on any body;
+//! - on the 16 MiB string-heavy body, at least 20 % of a plain `memchr` pass.
+//!
+//! `cargo bench --bench scan_ratios` (or `bench/scan-ratios.sh`). Exit status 1 when a target
+//! is missed. `STRATA_SCAN_ROUNDS` (default 9) and `STRATA_SCAN_SLICE_MS` (default 60) set
+//! the effort.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_types
+)]
+
+#[path = "common/bodies.rs"]
+mod bodies;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use bodies::{Case, cases, classify, requests};
+
+const FUNCS: [&str; 4] = ["strata", "serde_value", "serde_ignored", "memchr_absent"];
+
+/// Runs `f` repeatedly for about `slice`; returns nanoseconds per run.
+fn time_slice(slice: Duration, mut f: impl FnMut()) -> f64 {
+    // One run first: the slice is measured warm.
+    f();
+    let start = Instant::now();
+    let mut runs = 0u64;
+    while start.elapsed() < slice {
+        f();
+        runs += 1;
+    }
+    start.elapsed().as_nanos() as f64 / runs.max(1) as f64
+}
+
+fn run(case: &Case, func: &str, slice: Duration) -> f64 {
+    let reqs = requests(case.request);
+    match func {
+        "strata" => time_slice(slice, || {
+            black_box(classify(&reqs, case.content, black_box(&case.body)));
+        }),
+        "serde_value" => time_slice(slice, || {
+            for doc in &case.documents {
+                let v: serde_json::Value = serde_json::from_slice(black_box(doc)).unwrap();
+                black_box(v);
+            }
+        }),
+        "serde_ignored" => time_slice(slice, || {
+            for doc in &case.documents {
+                let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(doc)).unwrap();
+                black_box(v);
+            }
+        }),
+        _ => time_slice(slice, || {
+            black_box(memchr::memchr(0xFF, black_box(&case.body)));
+        }),
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument picks bodies by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let rounds = env_or("STRATA_SCAN_ROUNDS", 9);
+    let slice = Duration::from_millis(env_or("STRATA_SCAN_SLICE_MS", 60));
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| filter.is_empty() || filter.iter().any(|f| c.name.contains(f.as_str())))
+        .collect();
+    for case in &cases {
+        assert_eq!(
+            classify(&requests(case.request), case.content, &case.body),
+            case.expect
+        );
+    }
+    // best[case][func]: the fewest nanoseconds per run over the rounds.
+    let mut best = vec![[f64::INFINITY; FUNCS.len()]; cases.len()];
+    for _ in 0..rounds {
+        for (c, case) in cases.iter().enumerate() {
+            for (f, func) in FUNCS.iter().enumerate() {
+                best[c][f] = best[c][f].min(run(case, func, slice));
+            }
+        }
+    }
+    println!(
+        "best of {rounds} interleaved rounds, GB/s (10^9 bytes/s)\n{:<18} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "body", "bytes", "strata", "Value", "Ignored", "memchr", "÷Value", "÷Ignored", "÷memchr"
+    );
+    let mut missed = Vec::new();
+    for (c, case) in cases.iter().enumerate() {
+        let gbps = |f: usize| case.body.len() as f64 / best[c][f];
+        let (s, v, i, m) = (gbps(0), gbps(1), gbps(2), gbps(3));
+        println!(
+            "{:<18} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>10.1} {:>8.2}x {:>8.2}x {:>8.1}%",
+            case.name,
+            case.body.len(),
+            s,
+            v,
+            i,
+            m,
+            s / v,
+            s / i,
+            100.0 * s / m
+        );
+        if s < 3.0 * v {
+            missed.push(format!(
+                "{}: {:.2}x the Value parse (target >= 3x)",
+                case.name,
+                s / v
+            ));
+        }
+        if s < i {
+            missed.push(format!(
+                "{}: {:.2}x IgnoredAny (target >= 1x)",
+                case.name,
+                s / i
+            ));
+        }
+        if case.name == "string_heavy_16m" && s < 0.2 * m {
+            missed.push(format!(
+                "{}: {:.1}% of memchr (target >= 20%)",
+                case.name,
+                100.0 * s / m
+            ));
+        }
+    }
+    if missed.is_empty() {
+        println!("\nall targets met");
+    } else {
+        println!("\nMISSED:");
+        for m in &missed {
+            println!("  {m}");
+        }
+        std::process::exit(1);
+    }
+}

@@ -492,7 +492,7 @@ impl JsonScanner {
             match rest.get(p + 1) {
                 Some(&e) if e != b'u' => {
                     if self.dest == Dest::None {
-                        if !matches!(e, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+                        if !SHORT_ESCAPES[usize::from(e)] {
                             return Err(Malformed::Syntax);
                         }
                     } else {
@@ -993,6 +993,19 @@ fn next_num(num: Num, b: u8) -> Option<Num> {
     })
 }
 
+/// The bytes that may follow a backslash, `u` apart (RFC 8259 §7): a table, because a
+/// `match` on them compiles to a jump table whose indirect branch mispredicts.
+static SHORT_ESCAPES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut k = 0;
+    let allowed = *b"\"\\/bfnrt";
+    while k < allowed.len() {
+        table[allowed[k] as usize] = true;
+        k += 1;
+    }
+    table
+};
+
 /// Bytes that end a run of plain string content: the closing quote, a backslash, or a raw
 /// control character (an error).
 #[inline(always)]
@@ -1022,13 +1035,26 @@ const BLOCK: usize = 32;
 /// The length of the plain run at the start of `seg`: up to the first byte that
 /// [`stops_string`], or all of it. (UTF-8 was validated for the whole chunk before.)
 ///
-/// Short strings (keys, names, enum values) are the common case, so the first 16 bytes go
-/// word by word with SWAR arithmetic, which stops within a word or two. Past them, a wide
-/// pass takes 32 bytes at a time, asking only "does any byte stop?" — a fold the compiler
-/// turns into SIMD compares on its own (SSE2 on x86-64, NEON on aarch64), so no `unsafe` and
-/// no per-call feature dispatch; the block that stops is then located with the SWAR words.
+/// On x86-64, SSE2 compares 16 bytes at a time (`json/sse2.rs`). Elsewhere, the first 16
+/// bytes go word by word with SWAR arithmetic — short strings (keys, names, enum values) are
+/// the common case and stop within a word or two — and past them a wide pass takes 32 bytes
+/// at a time, asking only "does any byte stop?", a fold the compiler vectorises on its own;
+/// the block that stops is then located with the SWAR words.
 #[inline]
 fn string_run(seg: &[u8]) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        sse2::string_run(seg)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        portable_string_run(seg)
+    }
+}
+
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+#[inline]
+fn portable_string_run(seg: &[u8]) -> usize {
     const HEAD: usize = 16;
     let Some(tail) = seg.get(HEAD..) else {
         return word_run(seg);
@@ -1070,6 +1096,9 @@ fn word_run(seg: &[u8]) -> usize {
     }
     seg.len()
 }
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2;
 
 #[cfg(test)]
 mod tests;

@@ -244,3 +244,45 @@ fn tools_list_entries_stream_out_one_by_one() {
     assert!(scanner.finish(&mut tools).is_ok());
     assert!(tools.0.is_empty());
 }
+
+/// Every string-run implementation stops at the first `"`, `\` or control byte — at every
+/// position of segments up to 80 bytes, with bytes on both sides of each class's edge as the
+/// filler (0x20 and 0x7F are plain, as are bytes ≥ 0x80, which SSE2 compares as signed).
+#[test]
+fn string_runs_stop_at_the_first_stop_byte() {
+    let naive = |seg: &[u8]| {
+        seg.iter()
+            .position(|&b| stops_string(b))
+            .unwrap_or(seg.len())
+    };
+    for filler in [
+        b'a', 0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xA2, 0xDC, 0xFF,
+    ] {
+        for stop in [b'"', b'\\', 0x00, 0x0A, 0x1F] {
+            for len in 0..80 {
+                for at in 0..=len {
+                    let mut seg = vec![filler; len];
+                    if at < len {
+                        seg[at] = stop;
+                    }
+                    let want = naive(&seg);
+                    assert_eq!(
+                        string_run(&seg),
+                        want,
+                        "filler {filler:#x} stop {stop:#x} at {at}/{len}"
+                    );
+                    assert_eq!(
+                        portable_string_run(&seg),
+                        want,
+                        "portable, {filler:#x} {stop:#x} {at}/{len}"
+                    );
+                    assert_eq!(
+                        word_run(&seg),
+                        want,
+                        "words, {filler:#x} {stop:#x} {at}/{len}"
+                    );
+                }
+            }
+        }
+    }
+}

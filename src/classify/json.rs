@@ -350,28 +350,7 @@ impl JsonScanner {
             match self.state {
                 State::Str => i = self.string(chunk, i, sink)?,
                 State::Number(num) => i = self.number(chunk, i, num, sink)?,
-                State::Value { close } => {
-                    i += 1;
-                    match b {
-                        b'"' => {
-                            self.begin_value(b)?;
-                            i = self.string(chunk, i, sink)?;
-                        }
-                        b' ' | b'\t' | b'\n' | b'\r' => {}
-                        b']' if close => self.close(sink)?,
-                        b'-' | b'0'..=b'9' => {
-                            self.begin_value(b)?;
-                            if let State::Number(num) = self.state {
-                                i = self.number(chunk, i, num, sink)?;
-                            }
-                        }
-                        b't' | b'f' | b'n' => {
-                            self.begin_value(b)?;
-                            i = self.literal_rest(chunk, i, sink)?;
-                        }
-                        _ => self.begin_value(b)?,
-                    }
-                }
+                State::Value { close } => i = self.value(chunk, i, close, sink)?,
                 State::Key { close } => {
                     i += 1;
                     match b {
@@ -393,6 +372,9 @@ impl JsonScanner {
                                 }
                             } else {
                                 self.state = State::Value { close: false };
+                                if i < len {
+                                    i = self.value(chunk, i, false, sink)?;
+                                }
                             }
                         }
                         b' ' | b'\t' | b'\n' | b'\r' => {}
@@ -410,43 +392,104 @@ impl JsonScanner {
         Ok(())
     }
 
+    /// Expecting a value at `i` (`close`: or the `]` of an empty array): its first byte, and
+    /// for strings, numbers and literals the rest of the token as far as the chunk goes.
+    #[inline(always)]
+    fn value<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        mut i: usize,
+        close: bool,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
+        let b = chunk[i];
+        i += 1;
+        match b {
+            b'"' => {
+                self.begin_value(b)?;
+                i = self.string(chunk, i, sink)?;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            b']' if close => self.close(sink)?,
+            b'-' | b'0'..=b'9' => {
+                self.begin_value(b)?;
+                if let State::Number(num) = self.state {
+                    i = self.number(chunk, i, num, sink)?;
+                }
+            }
+            b't' | b'f' | b'n' => {
+                self.begin_value(b)?;
+                i = self.literal_rest(chunk, i, sink)?;
+            }
+            _ => self.begin_value(b)?,
+        }
+        Ok(i)
+    }
+
     /// A key's opening quote was just scanned; `i` is the byte after it. A key whole in this
     /// chunk, without escapes, is matched in place and its colon taken too; any other goes
     /// through the string states.
-    #[inline]
+    #[inline(always)]
     fn key<S: MessageSink + ?Sized>(
         &mut self,
         chunk: &[u8],
         i: usize,
         sink: &mut S,
     ) -> Result<usize, Malformed> {
-        let live = self.keys_live_here();
         let rest = &chunk[i..];
         let p = string_run(rest);
-        if rest.get(p) == Some(&b'"') {
-            if live {
-                let rel = self.depth - self.env_level;
-                if let Some(key) = self.path.get_mut(rel) {
-                    *key = if p > MAX_KEY_BYTES {
-                        Key::Other
-                    } else {
-                        Key::from_bytes(&rest[..p])
-                    };
-                }
-            }
-            let mut j = i + p + 1;
-            if chunk.get(j) == Some(&b':') {
-                j += 1;
-                self.state = State::Value { close: false };
-            } else {
-                self.state = State::Colon;
-            }
+        if rest.get(p) != Some(&b'"') {
+            return self.key_in_parts(chunk, i, sink);
+        }
+        if self.depth < self.quiet {
+            self.key_named(&rest[..p]);
+        }
+        let j = i + p + 1;
+        if chunk.get(j) != Some(&b':') {
+            self.state = State::Colon;
             return Ok(j);
         }
+        self.state = State::Value { close: false };
+        // The usual case: the value follows the colon at once.
+        if j + 1 < chunk.len() {
+            return self.value(chunk, j + 1, false, sink);
+        }
+        Ok(j + 1)
+    }
+
+    /// A whole key outside untracked containers: the path step, when this level's keys are
+    /// followed.
+    #[inline(never)]
+    fn key_named(&mut self, key: &[u8]) {
+        if !self.keys_live_here() {
+            return;
+        }
+        let rel = self.depth - self.env_level;
+        if let Some(step) = self.path.get_mut(rel) {
+            *step = if key.len() > MAX_KEY_BYTES {
+                Key::Other
+            } else {
+                Key::from_bytes(key)
+            };
+        }
+    }
+
+    /// A key cut by the chunk's end or holding escapes: through the string states.
+    #[inline(never)]
+    fn key_in_parts<S: MessageSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        i: usize,
+        sink: &mut S,
+    ) -> Result<usize, Malformed> {
         self.key_len = 0;
         self.key_overflow = false;
         self.in_key = true;
-        self.dest = if live { Dest::Key } else { Dest::None };
+        self.dest = if self.keys_live_here() {
+            Dest::Key
+        } else {
+            Dest::None
+        };
         self.state = State::Str;
         self.string(chunk, i, sink)
     }
@@ -680,10 +723,17 @@ impl JsonScanner {
         }
     }
 
+    #[inline(always)]
     fn begin_value(&mut self, b: u8) -> Result<(), Malformed> {
         if self.depth >= self.quiet {
             return self.begin_quiet(b);
         }
+        self.begin_tracked(b)
+    }
+
+    /// [`Self::begin_value`] where values may be captured: the path bookkeeping.
+    #[inline(never)]
+    fn begin_tracked(&mut self, b: u8) -> Result<(), Malformed> {
         let kind = match b {
             b'{' => Kind::Object,
             b'[' => Kind::Array,
@@ -781,7 +831,7 @@ impl JsonScanner {
     }
 
     /// [`Self::begin_value`] inside an untracked container: grammar only.
-    #[inline]
+    #[inline(always)]
     fn begin_quiet(&mut self, b: u8) -> Result<(), Malformed> {
         self.dest = Dest::None;
         self.state = match b {

@@ -338,7 +338,7 @@ impl Exchange {
             return;
         }
         self.scan = match content {
-            ContentKind::Json => Scan::Json(Box::default()),
+            ContentKind::Json => Scan::Json(Box::new(JsonScanner::for_responses())),
             ContentKind::Sse => {
                 self.correlator.sse = true;
                 Scan::Sse(Box::default())

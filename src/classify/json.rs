@@ -165,6 +165,8 @@ pub struct JsonScanner {
     dest: Dest,
     /// The level (below the envelope) whose array elements are followed: `result.tools[i]`.
     elements_at: Option<usize>,
+    /// Scanning a response: `params` (what a request carries) is not followed.
+    responses: bool,
     /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
     /// untracked container are only validated, without path or capture bookkeeping.
     quiet: usize,
@@ -201,6 +203,7 @@ impl JsonScanner {
             keys_live: [false; TRACKED_LEVELS],
             dest: Dest::None,
             elements_at: None,
+            responses: false,
             quiet: usize::MAX,
             in_key: false,
             key: [0; MAX_KEY_BYTES],
@@ -208,6 +211,16 @@ impl JsonScanner {
             key_overflow: false,
             utf8: [0; 4],
             utf8_len: 0,
+        }
+    }
+
+    /// A scanner for response bodies. The outcome rules read nothing under `params` (a
+    /// response has none; a server-to-client request's are not judged), so that subtree is
+    /// only validated — on a stream of progress notifications, most of each event.
+    pub fn for_responses() -> Self {
+        Self {
+            responses: true,
+            ..Self::new()
         }
     }
 
@@ -797,7 +810,7 @@ impl JsonScanner {
                     let rel = self.depth - self.env_level;
                     let followed = if object {
                         let live = rel < TRACKED_LEVELS
-                            && (rel == 0 || slot.is_some_and(capture::keys_matter));
+                            && (rel == 0 || slot.is_some_and(|s| self.keys_matter(s)));
                         if rel < TRACKED_LEVELS {
                             self.keys_live[rel] = live;
                         }
@@ -828,6 +841,11 @@ impl JsonScanner {
             self.envelope.push(slot, &[b]);
         }
         Ok(())
+    }
+
+    /// Whether the keys of an object in this slot are followed.
+    fn keys_matter(&self, slot: Slot) -> bool {
+        capture::keys_matter(slot) && !(self.responses && slot == Slot::Params)
     }
 
     /// [`Self::begin_value`] inside an untracked container: grammar only.

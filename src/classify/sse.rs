@@ -105,6 +105,18 @@ impl Default for SseFramer {
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
+/// Where the line at the start of `bytes` ends (LF or CR). SSE lines are often short (`id: 7`,
+/// `event: message`), so the first 16 bytes are looked at directly before `memchr2` and its
+/// setup are worth it.
+#[inline]
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.len().min(16);
+    if let Some(p) = bytes[..head].iter().position(|&b| b == b'\n' || b == b'\r') {
+        return Some(p);
+    }
+    memchr2(b'\n', b'\r', &bytes[head..]).map(|p| head + p)
+}
+
 impl SseFramer {
     pub fn new() -> Self {
         Self {
@@ -125,7 +137,7 @@ impl SseFramer {
             retry_ms: None,
             retry_digits: None,
             events: 0,
-            scanner: JsonScanner::new(),
+            scanner: JsonScanner::for_responses(),
         }
     }
 
@@ -178,13 +190,18 @@ impl SseFramer {
             }
         }
         while !chunk.is_empty() {
-            match memchr2(b'\n', b'\r', chunk) {
+            match line_end(chunk) {
                 None => {
                     self.line_bytes(chunk, sink);
                     return;
                 }
                 Some(p) => {
-                    self.line_bytes(&chunk[..p], sink);
+                    let line = &chunk[..p];
+                    if self.line == Line::Start && !line.is_empty() {
+                        self.whole_line(line, sink);
+                    } else {
+                        self.line_bytes(line, sink);
+                    }
                     self.end_line(sink);
                     let mut next = p + 1;
                     if chunk[p] == b'\r' {
@@ -223,6 +240,29 @@ impl SseFramer {
             self.bom_done = true;
         }
         &chunk[i..]
+    }
+
+    /// A whole, non-empty line (no terminator): the three fields a JSON-RPC stream carries
+    /// are recognised by their prefix, without the field-name buffer; anything else goes
+    /// through [`Self::line_bytes`].
+    #[inline]
+    fn whole_line<S: SseSink + ?Sized>(&mut self, line: &[u8], sink: &mut S) {
+        let (field, rest) = if let Some(rest) = line.strip_prefix(b"data:") {
+            (Field::Data, rest)
+        } else if let Some(rest) = line.strip_prefix(b"id:") {
+            (Field::Id, rest)
+        } else if let Some(rest) = line.strip_prefix(b"event:") {
+            (Field::Event, rest)
+        } else {
+            return self.line_bytes(line, sink);
+        };
+        // One leading space is dropped (WHATWG).
+        let value = rest.strip_prefix(b" ").unwrap_or(rest);
+        self.begin_value(field, sink);
+        self.line = Line::Value(field);
+        if !value.is_empty() {
+            self.value_bytes(field, value, sink);
+        }
     }
 
     /// Bytes of the current line (no line terminator inside).

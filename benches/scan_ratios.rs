@@ -9,7 +9,7 @@
 //! - on the 16 MiB string-heavy body, at least 20 % of a plain `memchr` pass.
 //!
 //! `cargo bench --bench scan_ratios` (or `bench/scan-ratios.sh`). Exit status 1 when a target
-//! is missed. `STRATA_SCAN_ROUNDS` (default 9) and `STRATA_SCAN_SLICE_MS` (default 60) set
+//! is missed. `STRATA_SCAN_ROUNDS` (default 25) and `STRATA_SCAN_SLICE_MS` (default 25) set
 //! the effort.
 #![allow(
     clippy::unwrap_used,
@@ -78,8 +78,8 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let rounds = env_or("STRATA_SCAN_ROUNDS", 9);
-    let slice = Duration::from_millis(env_or("STRATA_SCAN_SLICE_MS", 60));
+    let rounds = env_or("STRATA_SCAN_ROUNDS", 25);
+    let slice = Duration::from_millis(env_or("STRATA_SCAN_SLICE_MS", 25));
     let cases: Vec<Case> = cases()
         .into_iter()
         .filter(|c| filter.is_empty() || filter.iter().any(|f| c.name.contains(f.as_str())))

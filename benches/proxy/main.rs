@@ -44,6 +44,9 @@ pub(crate) struct Plan {
     pub(crate) out: PathBuf,
     /// Where criterion left the classifier benchmark's results, to include them.
     pub(crate) scan: Option<PathBuf>,
+    /// Another strata binary (an earlier build) run beside the current one as target `base`,
+    /// for before/after figures from one interleaved run.
+    pub(crate) baseline: Option<PathBuf>,
 }
 
 impl Plan {
@@ -65,6 +68,7 @@ impl Plan {
             nginx: PathBuf::from("/usr/sbin/nginx"),
             out: PathBuf::from("target/bench"),
             scan: None,
+            baseline: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -89,6 +93,7 @@ impl Plan {
                 "--nginx" => plan.nginx = value()?.into(),
                 "--out" => plan.out = value()?.into(),
                 "--scan" => plan.scan = Some(value()?.into()),
+                "--baseline" => plan.baseline = Some(value()?.into()),
                 "--quick" | "--bench" => {}
                 other => anyhow::bail!("unknown argument {other}"),
             }

@@ -127,14 +127,27 @@ pub(crate) fn load(
     }))
 }
 
-/// SSE event delivery: one stream per round and target, events 100 ms apart; the delay of
-/// each event from the upstream's send to the agent's read.
+/// SSE event delivery: per round and target, [`STREAMS`] streams at once (their starts
+/// spread over one period), events 100 ms apart; the delay of each event from the upstream's
+/// send to the agent's read.
 pub(crate) fn sse_delivery(rt: &Runtime, plan: &Plan, targets: &[Target]) -> anyhow::Result<Value> {
     const PERIOD_MS: u64 = 100;
+    const STREAMS: u64 = 10;
     let mut delays: Vec<Vec<u64>> = targets.iter().map(|_| Vec::new()).collect();
     for r in 0..plan.rounds {
         for (i, t) in rotated(targets, r) {
-            delays[i].extend(rt.block_on(load::ticks(t, plan.tick_events, PERIOD_MS))?);
+            let streams: Vec<_> = (0..STREAMS)
+                .map(|k| {
+                    let (t, n) = (t.clone(), plan.tick_events);
+                    rt.spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(k * PERIOD_MS / STREAMS)).await;
+                        load::ticks(&t, n, PERIOD_MS).await
+                    })
+                })
+                .collect();
+            for s in streams {
+                delays[i].extend(rt.block_on(s)??);
+            }
         }
     }
     let mut out = Map::new();

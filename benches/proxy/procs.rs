@@ -152,6 +152,7 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 /// The per-call log stays on (`log.level: info`, JSON): it is a feature every deployment
 /// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
 pub(crate) fn strata(
+    name: &'static str,
     bin: &Path,
     upstream: SocketAddr,
     dir: &Path,
@@ -181,20 +182,13 @@ pub(crate) fn strata(
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
     let mut proc = Proc {
-        name: "strata".into(),
+        name: name.into(),
         child,
         _stdout: None,
     };
     wait_listening(addr, &mut proc)?;
     let pids = vec![proc.pid()];
-    Ok((
-        proc,
-        Target {
-            name: "strata",
-            addr,
-            pids,
-        },
-    ))
+    Ok((proc, Target { name, addr, pids }))
 }
 
 /// nginx in front of `upstream`, configured as the issue asks: one worker per core, no

@@ -10,7 +10,8 @@ use serde_json::{Map, Value, json};
 
 use crate::Plan;
 
-const TARGETS: [&str; 3] = ["direct", "nginx", "strata"];
+/// Every target a run can have, in table order (`base` only with `--baseline`).
+const TARGETS: [&str; 4] = ["direct", "nginx", "base", "strata"];
 const SCAN_BODIES: [&str; 5] = [
     "tool_result_1k",
     "text_result_64k",
@@ -237,7 +238,8 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if let Some(load) = r["load"].as_object() {
         for (name, s) in load {
             let d = |k: &str| num(s, &format!("/targets/direct/{k}"));
-            for (i, target) in TARGETS.iter().enumerate() {
+            let present = TARGETS.iter().filter(|t| s["targets"].get(**t).is_some());
+            for (i, target) in present.enumerate() {
                 let v = |k: &str| num(s, &format!("/targets/{target}/{k}"));
                 let added = |k: &str| (*target != "direct").then(|| Some(v(k)? - d(k)?)).flatten();
                 let ratio = (*target != "direct")
@@ -271,6 +273,18 @@ fn table(r: &Value, checks: &[Check]) -> String {
                 f2(rel("rps")),
                 f2(rel("cpu_s_per_10k")),
             );
+            if s["targets"].get("base").is_some() {
+                let rel = |k: &str| Some(sv("strata", k)? / sv("base", k)?);
+                let _ = writeln!(
+                    t,
+                    "{:<22} strata vs base:  +p50 {} vs {} us, calls/s x{}, cpu x{}",
+                    "",
+                    f1(add("strata", "p50_us")),
+                    f1(add("base", "p50_us")),
+                    f2(rel("rps")),
+                    f2(rel("cpu_s_per_10k")),
+                );
+            }
         }
     }
     if r.get("sse_delivery").is_some() {
@@ -279,7 +293,10 @@ fn table(r: &Value, checks: &[Check]) -> String {
             "\nSSE delivery, events {} ms apart: delay upstream send -> agent read (us)",
             r["sse_delivery"]["period_ms"]
         );
-        for target in TARGETS {
+        for target in TARGETS
+            .iter()
+            .filter(|t| r["sse_delivery"]["targets"].get(**t).is_some())
+        {
             let v = |k: &str| num(r, &format!("/sse_delivery/targets/{target}/{k}"));
             let d = |k: &str| num(r, &format!("/sse_delivery/targets/direct/{k}"));
             let _ = writeln!(
@@ -300,7 +317,10 @@ fn table(r: &Value, checks: &[Check]) -> String {
             "\nlarge response ({} MiB JSON tool result)",
             num(r, "/big/bytes").unwrap_or(0.0) as u64 >> 20
         );
-        for target in TARGETS {
+        for target in TARGETS
+            .iter()
+            .filter(|t| r["big"]["targets"].get(**t).is_some())
+        {
             let v = |k: &str| num(r, &format!("/big/targets/{target}/{k}"));
             let ratio = v("mb_s")
                 .zip(num(r, "/big/targets/direct/mb_s"))
@@ -316,7 +336,10 @@ fn table(r: &Value, checks: &[Check]) -> String {
         }
     }
     let _ = writeln!(t, "\nRSS (MiB; nginx: master + workers)");
-    for target in ["nginx", "strata"] {
+    for target in ["nginx", "base", "strata"] {
+        if num(r, &format!("/idle_rss_mib/fresh/{target}")).is_none() {
+            continue;
+        }
         let v = |p: &str| num(r, &format!("/idle_rss_mib/{p}/{target}"));
         let s = |k: &str| num(r, &format!("/streams/targets/{target}/{k}"));
         let load_max = r["load"].as_object().and_then(|l| {

@@ -30,16 +30,26 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
         procs::upstream()?
     };
     let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
-    let (strata_proc, strata) = procs::strata(&plan.strata, up, scratch.path(), tag)?;
+    let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
     let direct = Target {
         name: "direct",
         addr: up,
         pids: Vec::new(),
     };
+    let mut targets = vec![direct, nginx];
+    // Dropped in this order: the proxies before their upstream.
+    let mut procs = vec![strata_proc, nginx_proc];
+    if let Some(bin) = &plan.baseline {
+        let (base_proc, base) =
+            procs::strata("base", bin, up, scratch.path(), &format!("{tag}-base"))?;
+        targets.push(base);
+        procs.insert(0, base_proc);
+    }
+    targets.push(strata);
+    procs.push(up_proc);
     Ok(Stack {
-        targets: vec![direct, nginx, strata],
-        // Dropped in this order: the proxies before their upstream.
-        _procs: vec![strata_proc, nginx_proc, up_proc],
+        targets,
+        _procs: procs,
     })
 }
 

@@ -169,9 +169,9 @@ pub(crate) fn sse_delivery(rt: &Runtime, plan: &Plan, targets: &[Target]) -> any
     }
     eprintln!(
         "sse delivery: {} events per target",
-        plan.rounds as u64 * plan.tick_events
+        plan.rounds as u64 * plan.tick_events * STREAMS
     );
-    Ok(json!({ "period_ms": PERIOD_MS, "targets": out }))
+    Ok(json!({ "period_ms": PERIOD_MS, "streams": STREAMS, "targets": out }))
 }
 
 /// One large response per round and target: throughput, and the target's peak RSS growth

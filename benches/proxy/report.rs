@@ -290,8 +290,8 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if r.get("sse_delivery").is_some() {
         let _ = writeln!(
             t,
-            "\nSSE delivery, events {} ms apart: delay upstream send -> agent read (us)",
-            r["sse_delivery"]["period_ms"]
+            "\nSSE delivery, {} streams at a time, events {} ms apart: delay upstream send -> agent read (us)",
+            r["sse_delivery"]["streams"], r["sse_delivery"]["period_ms"]
         );
         for target in TARGETS
             .iter()

@@ -16,6 +16,7 @@ mod measure;
 mod procs;
 mod report;
 mod run;
+mod targets;
 mod upstream;
 
 use std::path::PathBuf;

@@ -2,6 +2,8 @@
 //! stdout, filtered by `RUST_LOG` or the configured level. Also a capture helper so tests can
 //! read back exactly what would have been logged.
 
+mod json;
+
 use std::io::{self, IsTerminal, Write};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -104,10 +106,7 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
+        .event_format(json::JsonLines)
         .with_env_filter(filter)
         .with_writer(writer)
         .finish()

@@ -71,10 +71,13 @@ impl RecentFailures {
         target: &str,
         body: &[u8],
     ) -> bool {
-        let key = Self::key(session, method, tool);
         let recorded = {
             let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            match map.get(&key) {
+            // The usual case: nothing failed lately, and the key need not be built.
+            if map.is_empty() {
+                return false;
+            }
+            match map.get(&Self::key(session, method, tool)) {
                 Some((fp, at)) if at.elapsed() < WINDOW => *fp,
                 _ => return false,
             }
@@ -82,7 +85,7 @@ impl RecentFailures {
         let same = fingerprint(target, body).is_some_and(|f| f.fingerprint == recorded);
         if same {
             let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            map.remove(&key);
+            map.remove(&Self::key(session, method, tool));
         }
         same
     }

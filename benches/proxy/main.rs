@@ -1,0 +1,136 @@
+//! The whole-proxy benchmark: strata side by side with a direct connection and with nginx, in
+//! one run, interleaved round by round, on loopback. `bash bench/proxy.sh` builds strata,
+//! runs this, and prints the table; `bench/README.md` explains every figure.
+//!
+//! Roles of this one binary:
+//! - `proxy --bench [options]` (what `cargo bench --bench proxy` runs): the harness. It starts
+//!   the upstreams and proxies as child processes, drives them, prints the table and writes
+//!   it as JSON (comparing with the last run's JSON when there is one);
+//! - `proxy --role upstream`: the fast fixed-response upstream, started by the harness.
+//!
+//! Without `--bench` (as `cargo test --all-targets` runs bench targets) it does nothing.
+
+mod hist;
+mod load;
+mod measure;
+mod procs;
+mod report;
+mod run;
+mod targets;
+mod upstream;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// What to run, and how long.
+pub(crate) struct Plan {
+    pub(crate) quick: bool,
+    /// Interleaved rounds per scenario and target.
+    pub(crate) rounds: usize,
+    pub(crate) round: Duration,
+    pub(crate) warmup: Duration,
+    /// Calls started per round at most (the time bound usually ends a round first).
+    pub(crate) max_calls: u64,
+    pub(crate) agents: Vec<usize>,
+    /// SSE delivery: events per stream (100 ms apart); one stream per round and target.
+    pub(crate) tick_events: u64,
+    pub(crate) big_bytes: u64,
+    pub(crate) big_rounds: usize,
+    pub(crate) streams: usize,
+    /// Parts to run: load, testbed, sse, big, streams (all by default).
+    pub(crate) only: Vec<String>,
+    pub(crate) strata: PathBuf,
+    pub(crate) nginx: PathBuf,
+    pub(crate) out: PathBuf,
+    /// Where criterion left the classifier benchmark's results, to include them.
+    pub(crate) scan: Option<PathBuf>,
+    /// Another strata binary (an earlier build) run beside the current one as target `base`,
+    /// for before/after figures from one interleaved run.
+    pub(crate) baseline: Option<PathBuf>,
+}
+
+impl Plan {
+    fn parse(args: &[String]) -> anyhow::Result<Plan> {
+        let quick = args.iter().any(|a| a == "--quick");
+        let mut plan = Plan {
+            quick,
+            rounds: if quick { 1 } else { 5 },
+            round: Duration::from_millis(if quick { 300 } else { 1500 }),
+            warmup: Duration::from_millis(if quick { 100 } else { 500 }),
+            max_calls: 2_000_000,
+            agents: vec![1, 16, 64],
+            tick_events: if quick { 5 } else { 10 },
+            big_bytes: if quick { 20 << 20 } else { 200 << 20 },
+            big_rounds: if quick { 1 } else { 3 },
+            streams: if quick { 500 } else { 5000 },
+            only: Vec::new(),
+            strata: PathBuf::from("target/release/strata"),
+            nginx: PathBuf::from("/usr/sbin/nginx"),
+            out: PathBuf::from("target/bench"),
+            scan: None,
+            baseline: None,
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| anyhow::anyhow!("{arg} needs a value"))
+            };
+            match arg.as_str() {
+                "--rounds" => plan.rounds = value()?.parse()?,
+                "--secs" => plan.round = Duration::from_secs_f64(value()?.parse()?),
+                "--agents" => {
+                    plan.agents = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--streams" => plan.streams = value()?.parse()?,
+                "--big-mib" => plan.big_bytes = value()?.parse::<u64>()? << 20,
+                "--only" => plan.only = value()?.split(',').map(str::to_owned).collect(),
+                "--strata" => plan.strata = value()?.into(),
+                "--nginx" => plan.nginx = value()?.into(),
+                "--out" => plan.out = value()?.into(),
+                "--scan" => plan.scan = Some(value()?.into()),
+                "--baseline" => plan.baseline = Some(value()?.into()),
+                "--quick" | "--bench" => {}
+                other => anyhow::bail!("unknown argument {other}"),
+            }
+        }
+        Ok(plan)
+    }
+
+    pub(crate) fn runs(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--role" && w[1] == "upstream")
+    {
+        return match upstream::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("upstream: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        println!("proxy bench: skipped outside `cargo bench` (run `bash bench/proxy.sh`)");
+        return ExitCode::SUCCESS;
+    }
+    let result = Plan::parse(&args).and_then(|plan| run::run(&plan));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("proxy bench: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

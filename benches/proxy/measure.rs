@@ -1,0 +1,269 @@
+//! The measurements, each interleaved over the targets (direct, nginx, strata): the order of
+//! the targets rotates every round, so a slow spell of the shared machine lands on all of
+//! them. Each returns its figures as JSON, the form the report and the saved run share.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::runtime::Runtime;
+
+use crate::Plan;
+use crate::load;
+use crate::procs::{self, Target};
+
+/// One load scenario: which upstream, which response shape, how many agents.
+pub(crate) struct LoadSpec {
+    pub(crate) upstream: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) agents: usize,
+    pub(crate) path: &'static str,
+    pub(crate) body: Bytes,
+}
+
+impl LoadSpec {
+    pub(crate) fn name(&self) -> String {
+        format!("{} {} c={}", self.upstream, self.kind, self.agents)
+    }
+}
+
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// `order[r]`: the targets in the order round `r` visits them.
+fn rotated(targets: &[Target], r: usize) -> impl Iterator<Item = (usize, &Target)> {
+    (0..targets.len()).map(move |k| {
+        let i = (r + k) % targets.len();
+        (i, &targets[i])
+    })
+}
+
+/// Latency and throughput: warm-up, then `plan.rounds` interleaved rounds per target.
+pub(crate) fn load(
+    rt: &Runtime,
+    plan: &Plan,
+    targets: &[Target],
+    spec: &LoadSpec,
+    ticks_per_s: u64,
+) -> anyhow::Result<Value> {
+    let run = |t: &Target, secs: Duration| {
+        rt.block_on(load::round(
+            t,
+            spec.path,
+            &spec.body,
+            spec.agents,
+            secs,
+            plan.max_calls,
+        ))
+    };
+    for t in targets {
+        run(t, plan.warmup)?;
+    }
+    let mut rounds: Vec<Vec<load::Round>> = targets.iter().map(|_| Vec::new()).collect();
+    for r in 0..plan.rounds {
+        for (i, t) in rotated(targets, r) {
+            rounds[i].push(run(t, plan.round)?);
+        }
+    }
+    let mut out = Map::new();
+    let mut line = format!("{:<22}", spec.name());
+    for (t, rs) in targets.iter().zip(&rounds) {
+        let us = |ns: u64| ns as f64 / 1e3;
+        let per_round: Vec<Value> = rs
+            .iter()
+            .map(|r| {
+                json!({
+                    "p50_us": us(r.hist.quantile(0.5)),
+                    "p99_us": us(r.hist.quantile(0.99)),
+                    "rps": r.hist.count() as f64 / r.elapsed.as_secs_f64(),
+                    "calls": r.hist.count(),
+                    "errors": r.errors,
+                    "cpu_s": r.cpu_ticks as f64 / ticks_per_s as f64,
+                })
+            })
+            .collect();
+        let pick = |key: &str| median(per_round.iter().filter_map(|v| v[key].as_f64()).collect());
+        let metered = !t.pids.is_empty();
+        let cpu_per_10k = median(
+            rs.iter()
+                .map(|r| {
+                    r.cpu_ticks as f64 / ticks_per_s as f64 * 1e4 / r.hist.count().max(1) as f64
+                })
+                .collect(),
+        );
+        let rss = rs.iter().map(|r| r.rss_max_kib).max().unwrap_or(0) as f64 / 1024.0;
+        let rps = pick("rps");
+        line.push_str(&format!(" {}={:.0}/s", t.name, rps));
+        out.insert(
+            t.name.into(),
+            json!({
+                "p50_us": pick("p50_us"),
+                "p99_us": pick("p99_us"),
+                "rps": rps,
+                "calls": rs.iter().map(|r| r.hist.count()).sum::<u64>(),
+                "errors": rs.iter().map(|r| r.errors).sum::<u64>(),
+                "cpu_s_per_10k": metered.then_some(cpu_per_10k),
+                "rss_max_mib": metered.then_some(rss),
+                "rounds": per_round,
+            }),
+        );
+    }
+    eprintln!("{line}");
+    Ok(json!({
+        "upstream": spec.upstream,
+        "kind": spec.kind,
+        "agents": spec.agents,
+        "targets": out,
+    }))
+}
+
+/// SSE event delivery: per round and target, [`STREAMS`] streams at once (their starts
+/// spread over one period), events 100 ms apart; the delay of each event from the upstream's
+/// send to the agent's read.
+pub(crate) fn sse_delivery(rt: &Runtime, plan: &Plan, targets: &[Target]) -> anyhow::Result<Value> {
+    const PERIOD_MS: u64 = 100;
+    const STREAMS: u64 = 10;
+    let mut delays: Vec<Vec<u64>> = targets.iter().map(|_| Vec::new()).collect();
+    for r in 0..plan.rounds {
+        for (i, t) in rotated(targets, r) {
+            let streams: Vec<_> = (0..STREAMS)
+                .map(|k| {
+                    let (t, n) = (t.clone(), plan.tick_events);
+                    rt.spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(k * PERIOD_MS / STREAMS)).await;
+                        load::ticks(&t, n, PERIOD_MS).await
+                    })
+                })
+                .collect();
+            for s in streams {
+                delays[i].extend(rt.block_on(s)??);
+            }
+        }
+    }
+    let mut out = Map::new();
+    for (t, mut d) in targets.iter().zip(delays) {
+        d.sort_unstable();
+        let q = |q: f64| {
+            let rank = ((q * d.len() as f64).ceil() as usize).clamp(1, d.len().max(1));
+            d.get(rank - 1).map_or(f64::NAN, |&ns| ns as f64 / 1e3)
+        };
+        out.insert(
+            t.name.into(),
+            json!({
+                "events": d.len(),
+                "p50_us": q(0.5),
+                "p99_us": q(0.99),
+                "max_us": q(1.0),
+            }),
+        );
+    }
+    eprintln!(
+        "sse delivery: {} events per target",
+        plan.rounds as u64 * plan.tick_events * STREAMS
+    );
+    Ok(json!({ "period_ms": PERIOD_MS, "streams": STREAMS, "targets": out }))
+}
+
+/// One large response per round and target: throughput, and the target's peak RSS growth
+/// over its RSS just before (VmHWM after `clear_refs`).
+pub(crate) fn big(rt: &Runtime, plan: &Plan, targets: &[Target]) -> anyhow::Result<Value> {
+    let mut rates: Vec<Vec<f64>> = targets.iter().map(|_| Vec::new()).collect();
+    let mut growth: Vec<f64> = targets.iter().map(|_| 0.0).collect();
+    let mut peak_reset = true;
+    for r in 0..plan.big_rounds {
+        for (i, t) in rotated(targets, r) {
+            let before = procs::rss_kib(&t.pids);
+            peak_reset &= procs::reset_peak(&t.pids);
+            let (n, elapsed) = rt.block_on(load::big(t, plan.big_bytes))?;
+            let peak = procs::peak_kib(&t.pids);
+            anyhow::ensure!(n >= plan.big_bytes, "{}: short body ({n} bytes)", t.name);
+            rates[i].push(n as f64 / elapsed.as_secs_f64() / 1e6);
+            growth[i] = growth[i].max(peak.saturating_sub(before) as f64 / 1024.0);
+        }
+    }
+    let mut out = Map::new();
+    for ((t, rs), g) in targets.iter().zip(rates).zip(growth) {
+        let metered = !t.pids.is_empty() && peak_reset;
+        out.insert(
+            t.name.into(),
+            json!({
+                "mb_s": median(rs.clone()),
+                "rounds_mb_s": rs,
+                "peak_growth_mib": metered.then_some(g),
+            }),
+        );
+    }
+    eprintln!(
+        "large response: {} MiB x {} rounds",
+        plan.big_bytes >> 20,
+        plan.big_rounds
+    );
+    Ok(json!({ "bytes": plan.big_bytes, "targets": out }))
+}
+
+/// Many open SSE streams through one proxy: its RSS growth per stream (each stream is an
+/// agent connection and an upstream connection).
+pub(crate) fn streams(rt: &Runtime, plan: &Plan, target: &Target) -> anyhow::Result<Value> {
+    const BATCH: usize = 200;
+    let base = procs::rss_kib(&target.pids);
+    let (held, failed) = rt.block_on(async {
+        let mut held = Vec::with_capacity(plan.streams);
+        let mut failed = 0usize;
+        while held.len() + failed < plan.streams {
+            let n = BATCH.min(plan.streams - held.len() - failed);
+            let opens: Vec<_> = (0..n)
+                .map(|_| tokio::spawn(load::hold(target.addr)))
+                .collect();
+            for open in opens {
+                match open.await {
+                    Ok(Ok(h)) => held.push(h),
+                    _ => failed += 1,
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (held, failed)
+    });
+    let open = procs::rss_kib(&target.pids);
+    let opened = held.len();
+    rt.block_on(async {
+        drop(held);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    });
+    let after = procs::rss_kib(&target.pids);
+    let per_stream = open.saturating_sub(base) as f64 / opened.max(1) as f64;
+    eprintln!(
+        "open streams via {}: {opened} open, {failed} failed, {per_stream:.1} KiB each",
+        target.name
+    );
+    Ok(json!({
+        "opened": opened,
+        "failed": failed,
+        "base_mib": base as f64 / 1024.0,
+        "open_mib": open as f64 / 1024.0,
+        "after_close_mib": after as f64 / 1024.0,
+        "kib_per_stream": per_stream,
+    }))
+}
+
+/// RSS of each metered target now, in MiB.
+pub(crate) fn rss(targets: &[Target]) -> Value {
+    let mut out = Map::new();
+    for t in targets.iter().filter(|t| !t.pids.is_empty()) {
+        out.insert(
+            t.name.into(),
+            json!(procs::rss_kib(&t.pids) as f64 / 1024.0),
+        );
+    }
+    Value::Object(out)
+}

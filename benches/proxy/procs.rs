@@ -1,0 +1,351 @@
+//! The processes under test, each started as a child of the harness and ended by its own PID
+//! (SIGTERM, then SIGKILL after a few seconds): the fixed upstream (this binary again, with
+//! `--role upstream`), strata (the release binary with a generated YAML file), nginx (a
+//! generated config, `-p TMP -c CONF -g 'daemon off;'`) and the testbed (`strata testbed`).
+//! Also what /proc says about them: CPU time and resident memory.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+/// How long a started process may take to accept connections.
+const START_LIMIT: Duration = Duration::from_secs(15);
+/// How long a process may take to exit after SIGTERM before it is killed.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
+
+/// A child process, ended when dropped.
+pub(crate) struct Proc {
+    name: String,
+    child: Child,
+    _stdout: Option<ChildStdout>,
+}
+
+/// Something the load generator can be pointed at: an address, and the processes to meter
+/// (none for the direct connection).
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) name: &'static str,
+    pub(crate) addr: SocketAddr,
+    pub(crate) pids: Vec<u32>,
+}
+
+impl Proc {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = std::time::SystemTime::now() + STOP_LIMIT;
+        while std::time::SystemTime::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "{} (pid {}) ignored SIGTERM; killing it",
+            self.name,
+            self.child.id()
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private scratch directory for generated configs and logs, removed when dropped.
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new() -> anyhow::Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!("strata-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A loopback port nothing listens on right now.
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_listening(addr: SocketAddr, proc: &mut Proc) -> anyhow::Result<()> {
+    let until = std::time::SystemTime::now() + START_LIMIT;
+    while std::time::SystemTime::now() < until {
+        if TcpStream::connect(addr).is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = proc.child.try_wait() {
+            bail!("{} exited before listening: {status}", proc.name);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!(
+        "{} not listening on {addr} after {START_LIMIT:?}",
+        proc.name
+    )
+}
+
+/// The fixed-response upstream: this same binary in its upstream role.
+pub(crate) fn upstream() -> anyhow::Result<(Proc, SocketAddr)> {
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(exe)
+        .args(["--role", "upstream"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the fixed upstream")?;
+    let stdout = child.stdout.take().context("upstream stdout")?;
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let addr: SocketAddr = line.trim().parse().context("upstream address")?;
+    let proc = Proc {
+        name: "fixed upstream".into(),
+        child,
+        _stdout: Some(reader.into_inner()),
+    };
+    Ok((proc, addr))
+}
+
+/// `strata testbed` on a free port.
+pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let child = Command::new(strata)
+        .args(["testbed", "--listen", &addr.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting strata testbed")?;
+    let mut proc = Proc {
+        name: "testbed".into(),
+        child,
+        _stdout: None,
+    };
+    wait_listening(addr, &mut proc)?;
+    Ok((proc, addr))
+}
+
+/// strata in front of `upstream`, with the default config except what the bench needs.
+///
+/// The per-call log stays on (`log.level: info`, JSON): it is a feature every deployment
+/// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
+pub(crate) fn strata(
+    name: &'static str,
+    bin: &Path,
+    upstream: SocketAddr,
+    dir: &Path,
+    tag: &str,
+) -> anyhow::Result<(Proc, Target)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let config = dir.join(format!("strata-{tag}.yaml"));
+    std::fs::write(
+        &config,
+        format!(
+            "# Generated by benches/proxy.rs: defaults, except the connection cap (the\n\
+             # 5,000-stream test) and a short drain so the bench ends quickly.\n\
+             listen: {addr}\nadmin: {admin}\nupstream: http://{upstream}\n\
+             log: {{ format: json, level: info }}\n\
+             limits: {{ max_connections: 12000 }}\n\
+             timeouts: {{ drain: 1s }}\n"
+        ),
+    )?;
+    let stderr = std::fs::File::create(dir.join(format!("strata-{tag}.stderr")))?;
+    let child = Command::new(bin)
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let mut proc = Proc {
+        name: name.into(),
+        child,
+        _stdout: None,
+    };
+    wait_listening(addr, &mut proc)?;
+    let pids = vec![proc.pid()];
+    Ok((proc, Target { name, addr, pids }))
+}
+
+/// nginx in front of `upstream`, configured as the issue asks: one worker per core, no
+/// response or request buffering, HTTP/1.1 keep-alive to the upstream.
+pub(crate) fn nginx(
+    bin: &Path,
+    upstream: SocketAddr,
+    dir: &Path,
+    tag: &str,
+    workers: usize,
+) -> anyhow::Result<(Proc, Target)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let prefix = dir.join(format!("nginx-{tag}"));
+    std::fs::create_dir_all(&prefix)?;
+    let p = prefix.display();
+    let conf = prefix.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# Generated by benches/proxy.rs.\n\
+             worker_processes {workers};\n\
+             worker_rlimit_nofile 40000;\n\
+             user root;\n\
+             pid {p}/nginx.pid;\n\
+             error_log {p}/error.log warn;\n\
+             events {{ worker_connections 20000; }}\n\
+             http {{\n\
+             \x20 # One write per request, as strata's per-call log line: both go to /dev/null.\n\
+             \x20 access_log /dev/null;\n\
+             \x20 client_body_temp_path {p}/body;\n\
+             \x20 proxy_temp_path {p}/proxy;\n\
+             \x20 keepalive_requests 100000000;\n\
+             \x20 keepalive_timeout 75s;\n\
+             \x20 upstream up {{\n\
+             \x20   server {upstream};\n\
+             \x20   keepalive 64;\n\
+             \x20   keepalive_requests 100000000;\n\
+             \x20 }}\n\
+             \x20 server {{\n\
+             \x20   listen {addr} backlog=8192;\n\
+             \x20   location / {{\n\
+             \x20     proxy_pass http://up;\n\
+             \x20     proxy_http_version 1.1;\n\
+             \x20     proxy_set_header Connection \"\";\n\
+             \x20     proxy_buffering off;\n\
+             \x20     proxy_request_buffering off;\n\
+             \x20     proxy_read_timeout 300s;\n\
+             \x20   }}\n\
+             \x20 }}\n\
+             }}\n"
+        ),
+    )?;
+    let child = Command::new(bin)
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf)
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let mut proc = Proc {
+        name: "nginx".into(),
+        child,
+        _stdout: None,
+    };
+    wait_listening(addr, &mut proc)?;
+    let master = proc.pid();
+    let until = std::time::SystemTime::now() + START_LIMIT;
+    let mut pids = vec![master];
+    while std::time::SystemTime::now() < until {
+        let kids = children(master);
+        if kids.len() >= workers {
+            pids.extend(kids);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if pids.len() < workers + 1 {
+        bail!("nginx started fewer than {workers} workers");
+    }
+    Ok((
+        proc,
+        Target {
+            name: "nginx",
+            addr,
+            pids,
+        },
+    ))
+}
+
+/// The fields of /proc/PID/stat after the command name.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            stat_fields(p)
+                .and_then(|f| f.get(1)?.parse::<u32>().ok())
+                .is_some_and(|ppid| ppid == pid)
+        })
+        .collect()
+}
+
+/// User + system CPU time of the processes, in clock ticks.
+pub(crate) fn cpu_ticks(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|&pid| {
+            let f = stat_fields(pid)?;
+            // Fields 14 and 15 of stat(5); the list starts at field 3 (state).
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Sum of VmRSS, in KiB.
+pub(crate) fn rss_kib(pids: &[u32]) -> u64 {
+    pids.iter().map(|&p| status_kib(p, "VmRSS:")).sum()
+}
+
+/// Sum of VmHWM (peak RSS since start or since [`reset_peak`]), in KiB.
+pub(crate) fn peak_kib(pids: &[u32]) -> u64 {
+    pids.iter().map(|&p| status_kib(p, "VmHWM:")).sum()
+}
+
+/// Resets each process's peak RSS to its current RSS (`clear_refs` 5, Linux 4.0+).
+pub(crate) fn reset_peak(pids: &[u32]) -> bool {
+    pids.iter()
+        .all(|&p| std::fs::write(format!("/proc/{p}/clear_refs"), "5").is_ok())
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on every Linux we run on).
+pub(crate) fn clock_ticks() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+        .unwrap_or(100)
+}

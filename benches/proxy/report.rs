@@ -1,0 +1,401 @@
+//! The report: the targets the issue sets (each met or missed, from ratios of this one run),
+//! one printed table, the run saved as JSON, and a comparison with the previous saved run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::Plan;
+use crate::targets::{Check, checks, f0, f1, f2};
+
+/// Every target a run can have, in table order (`base` only with `--baseline`).
+const TARGETS: [&str; 4] = ["direct", "nginx", "base", "strata"];
+const SCAN_BODIES: [&str; 5] = [
+    "tool_result_1k",
+    "text_result_64k",
+    "string_heavy_16m",
+    "tools_list_4m",
+    "sse_progress_32k",
+];
+
+pub(crate) fn num(v: &Value, ptr: &str) -> Option<f64> {
+    v.pointer(ptr).and_then(Value::as_f64)
+}
+
+fn shell(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text).trim().to_owned()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn meta(plan: &Plan, cores: usize, elapsed: Duration) -> Value {
+    let dirty = !shell("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    json!({
+        "when": shell("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        "git": format!("{}{}", shell("git", &["rev-parse", "--short", "HEAD"]), if dirty { "-dirty" } else { "" }),
+        "cores": cores,
+        "kernel": shell("uname", &["-r"]),
+        "nginx": shell(&plan.nginx.display().to_string(), &["-v"]),
+        "quick": plan.quick,
+        "rounds": plan.rounds,
+        "round_s": plan.round.as_secs_f64(),
+        "warmup_s": plan.warmup.as_secs_f64(),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "notes": "strata: release build, default config but limits.max_connections 12000, per-call \
+                  JSON log on (stdout -> /dev/null), tokio workers = cores. nginx: worker_processes = \
+                  cores, access_log /dev/null, proxy_buffering off, proxy_request_buffering off, \
+                  HTTP/1.1 keepalive 64 to the upstream. CPU: utime+stime from /proc (nginx: master + \
+                  workers). RSS: VmRSS (nginx: sum over master + workers).",
+    })
+}
+
+/// The classifier benchmark's figures (criterion's JSON, as bench/scan-ratios.sh reads them).
+pub(crate) fn scan(dir: &Path) -> Value {
+    let read = |body: &str, func: &str| -> Option<f64> {
+        let d = dir.join(format!("scan_{body}")).join(func).join("new");
+        let est: Value =
+            serde_json::from_slice(&std::fs::read(d.join("estimates.json")).ok()?).ok()?;
+        let bench: Value =
+            serde_json::from_slice(&std::fs::read(d.join("benchmark.json")).ok()?).ok()?;
+        let bytes =
+            num(&bench, "/throughput/Bytes").or_else(|| num(&bench, "/throughput/BytesDecimal"))?;
+        Some(bytes / num(&est, "/mean/point_estimate")?)
+    };
+    let mut out = Map::new();
+    for body in SCAN_BODIES {
+        if let (Some(s), Some(v), Some(i)) = (
+            read(body, "strata"),
+            read(body, "serde_value"),
+            read(body, "serde_ignored"),
+        ) {
+            out.insert(
+                body.into(),
+                json!({"strata_gb_s": s, "value_gb_s": v, "ignored_gb_s": i,
+                       "vs_value": s / v, "vs_ignored": s / i}),
+            );
+        }
+    }
+    Value::Object(out)
+}
+
+fn table(r: &Value, checks: &[Check]) -> String {
+    let mut t = String::new();
+    let m = &r["meta"];
+    let _ = writeln!(
+        t,
+        "strata proxy bench  {}  git {}  {} cores  {} rounds x {} s, interleaved{}",
+        m["when"].as_str().unwrap_or(""),
+        m["git"].as_str().unwrap_or(""),
+        m["cores"],
+        m["rounds"],
+        m["round_s"],
+        if m["quick"].as_bool() == Some(true) {
+            "  (QUICK: smoke test, not figures)"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(
+        t,
+        "latency: request sent -> last byte read, medians of rounds; +p50/+p99: added over direct"
+    );
+    let _ = writeln!(
+        t,
+        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7} {:>9} {:>8} {:>6}",
+        "load",
+        "via",
+        "p50 us",
+        "p99 us",
+        "calls/s",
+        "+p50",
+        "+p99",
+        "/direct",
+        "cpu s/10k",
+        "rss MiB",
+        "errors"
+    );
+    if let Some(load) = r["load"].as_object() {
+        for (name, s) in load {
+            let d = |k: &str| num(s, &format!("/targets/direct/{k}"));
+            let present = TARGETS.iter().filter(|t| s["targets"].get(**t).is_some());
+            for (i, target) in present.enumerate() {
+                let v = |k: &str| num(s, &format!("/targets/{target}/{k}"));
+                let added = |k: &str| (*target != "direct").then(|| Some(v(k)? - d(k)?)).flatten();
+                let ratio = (*target != "direct")
+                    .then(|| Some(v("rps")? / d("rps")?))
+                    .flatten();
+                let _ = writeln!(
+                    t,
+                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7} {:>9} {:>8} {:>6}",
+                    if i == 0 { name.as_str() } else { "" },
+                    target,
+                    f1(v("p50_us")),
+                    f1(v("p99_us")),
+                    f0(v("rps")),
+                    dash(added("p50_us"), f1),
+                    dash(added("p99_us"), f1),
+                    dash(ratio, f2),
+                    dash(v("cpu_s_per_10k"), f2),
+                    dash(v("rss_max_mib"), f1),
+                    f0(v("errors")),
+                );
+            }
+            let sv = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
+            let rel = |k: &str| Some(sv("strata", k)? / sv("nginx", k)?);
+            let add = |t: &str, k: &str| Some(sv(t, k)? - d(k)?);
+            let _ = writeln!(
+                t,
+                "{:<22} strata vs nginx: +p50 {} vs {} us, calls/s x{}, cpu x{}",
+                "",
+                f1(add("strata", "p50_us")),
+                f1(add("nginx", "p50_us")),
+                f2(rel("rps")),
+                f2(rel("cpu_s_per_10k")),
+            );
+            if s["targets"].get("base").is_some() {
+                let rel = |k: &str| Some(sv("strata", k)? / sv("base", k)?);
+                let _ = writeln!(
+                    t,
+                    "{:<22} strata vs base:  +p50 {} vs {} us, calls/s x{}, cpu x{}",
+                    "",
+                    f1(add("strata", "p50_us")),
+                    f1(add("base", "p50_us")),
+                    f2(rel("rps")),
+                    f2(rel("cpu_s_per_10k")),
+                );
+            }
+        }
+    }
+    if r.get("sse_delivery").is_some() {
+        let _ = writeln!(
+            t,
+            "\nSSE delivery, {} streams at a time, events {} ms apart: delay upstream send -> agent read (us)",
+            r["sse_delivery"]["streams"], r["sse_delivery"]["period_ms"]
+        );
+        for target in TARGETS
+            .iter()
+            .filter(|t| r["sse_delivery"]["targets"].get(**t).is_some())
+        {
+            let v = |k: &str| num(r, &format!("/sse_delivery/targets/{target}/{k}"));
+            let d = |k: &str| num(r, &format!("/sse_delivery/targets/direct/{k}"));
+            let _ = writeln!(
+                t,
+                "  {:<7} events {:>4}  p50 {:>8}  p99 {:>8}  max {:>8}  +p99 vs direct {:>7}",
+                target,
+                f0(v("events")),
+                f1(v("p50_us")),
+                f1(v("p99_us")),
+                f1(v("max_us")),
+                f1(v("p99_us").zip(d("p99_us")).map(|(a, b)| a - b)),
+            );
+        }
+    }
+    if r.get("big").is_some() {
+        let _ = writeln!(
+            t,
+            "\nlarge response ({} MiB JSON tool result)",
+            num(r, "/big/bytes").unwrap_or(0.0) as u64 >> 20
+        );
+        for target in TARGETS
+            .iter()
+            .filter(|t| r["big"]["targets"].get(**t).is_some())
+        {
+            let v = |k: &str| num(r, &format!("/big/targets/{target}/{k}"));
+            let ratio = v("mb_s")
+                .zip(num(r, "/big/targets/direct/mb_s"))
+                .map(|(a, b)| a / b);
+            let _ = writeln!(
+                t,
+                "  {:<7} {:>7} MB/s  /direct {:>5}  peak RSS growth {:>6} MiB",
+                target,
+                f0(v("mb_s")),
+                f2(ratio),
+                dash(v("peak_growth_mib"), f1),
+            );
+        }
+    }
+    let _ = writeln!(t, "\nRSS (MiB; nginx: master + workers)");
+    for target in ["nginx", "base", "strata"] {
+        if num(r, &format!("/idle_rss_mib/fresh/{target}")).is_none() {
+            continue;
+        }
+        let v = |p: &str| num(r, &format!("/idle_rss_mib/{p}/{target}"));
+        let s = |k: &str| num(r, &format!("/streams/targets/{target}/{k}"));
+        let load_max = r["load"].as_object().and_then(|l| {
+            l.values()
+                .filter_map(|s| num(s, &format!("/targets/{target}/rss_max_mib")))
+                .reduce(f64::max)
+        });
+        let _ = writeln!(
+            t,
+            "  {:<7} idle {:>5}  after load {:>5}  max under load {:>5}  | {} streams open: {:>6} -> {:>6} MiB, {:>5} KiB/stream, {} failed; after close {}",
+            target,
+            f1(v("fresh")),
+            f1(v("after_load")),
+            f1(load_max),
+            f0(s("opened")),
+            f1(s("base_mib")),
+            f1(s("open_mib")),
+            f1(s("kib_per_stream")),
+            f0(s("failed")),
+            f1(s("after_close_mib")),
+        );
+    }
+    if let Some(c) = r
+        .get("classifier")
+        .and_then(Value::as_object)
+        .filter(|c| !c.is_empty())
+    {
+        let _ = writeln!(
+            t,
+            "\nclassifier (criterion, benches/scan.rs): GB/s and ratios"
+        );
+        for (body, v) in c {
+            let _ = writeln!(
+                t,
+                "  {:<18} strata {:>5}  Value {:>5}  IgnoredAny {:>5}  /Value {:>5}  /IgnoredAny {:>5}",
+                body,
+                f2(num(v, "/strata_gb_s")),
+                f2(num(v, "/value_gb_s")),
+                f2(num(v, "/ignored_gb_s")),
+                f2(num(v, "/vs_value")),
+                f2(num(v, "/vs_ignored")),
+            );
+        }
+    }
+    let _ = writeln!(t, "\ntargets (ratios from this run)");
+    for c in checks {
+        let mark = match c.met {
+            Some(true) => "met   ",
+            Some(false) => "MISSED",
+            None => "n/a   ",
+        };
+        let _ = writeln!(t, "  [{mark}] {:<55} {}", c.what, c.figures);
+    }
+    t
+}
+
+fn dash(x: Option<f64>, f: fn(Option<f64>) -> String) -> String {
+    x.map_or("-".into(), |x| f(Some(x)))
+}
+
+/// Key figures, for the comparison with the previous run.
+fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
+    let mut out = Vec::new();
+    if let Some(load) = r["load"].as_object() {
+        for (name, s) in load {
+            let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
+            out.push((
+                format!("{name}: strata calls/s / direct"),
+                v("strata", "rps")
+                    .zip(v("direct", "rps"))
+                    .map(|(a, b)| a / b),
+            ));
+            out.push((
+                format!("{name}: strata +p50 us"),
+                v("strata", "p50_us")
+                    .zip(v("direct", "p50_us"))
+                    .map(|(a, b)| a - b),
+            ));
+            out.push((
+                format!("{name}: strata cpu s/10k"),
+                v("strata", "cpu_s_per_10k"),
+            ));
+        }
+    }
+    out.push((
+        "sse: strata p99 us".into(),
+        num(r, "/sse_delivery/targets/strata/p99_us"),
+    ));
+    out.push((
+        "large: strata MB/s".into(),
+        num(r, "/big/targets/strata/mb_s"),
+    ));
+    out.push((
+        "large: strata peak growth MiB".into(),
+        num(r, "/big/targets/strata/peak_growth_mib"),
+    ));
+    out.push((
+        "idle: strata MiB".into(),
+        num(r, "/idle_rss_mib/fresh/strata"),
+    ));
+    out.push((
+        "streams: strata KiB/stream".into(),
+        num(r, "/streams/targets/strata/kib_per_stream"),
+    ));
+    out
+}
+
+fn compare(prev: &Value, now: &Value) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\nchange since the previous run ({}, git {}); absolute figures move with the machine's load",
+        prev["meta"]["when"].as_str().unwrap_or("?"),
+        prev["meta"]["git"].as_str().unwrap_or("?"),
+    );
+    let before: Vec<_> = key_figures(prev);
+    for (name, value) in key_figures(now) {
+        let old = before
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| *v);
+        if let (Some(o), Some(n)) = (old, value) {
+            let _ = writeln!(
+                t,
+                "  {name:<45} {o:>10.2} -> {n:>10.2}  ({:+.0}%)",
+                (n - o) / o.abs().max(1e-9) * 100.0
+            );
+        }
+    }
+    t
+}
+
+/// Prints the table (and the change since the last run), saves the run.
+pub(crate) fn finish(plan: &Plan, mut r: Value) -> anyhow::Result<()> {
+    let checks = checks(&r);
+    r["targets"] = Value::Array(
+        checks
+            .iter()
+            .map(|c| json!({"what": c.what, "figures": c.figures, "met": c.met}))
+            .collect(),
+    );
+    let mut text = table(&r, &checks);
+    std::fs::create_dir_all(&plan.out)?;
+    let last = plan.out.join(if plan.quick {
+        "proxy-quick-last.json"
+    } else {
+        "proxy-last.json"
+    });
+    if let Some(prev) = std::fs::read(&last)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    {
+        text.push_str(&compare(&prev, &r));
+    }
+    println!("{text}");
+    let stamp = shell("date", &["-u", "+%Y%m%dT%H%M%SZ"]);
+    let file = plan.out.join(format!(
+        "proxy-{}{stamp}.json",
+        if plan.quick { "quick-" } else { "" }
+    ));
+    let json = serde_json::to_vec_pretty(&r)?;
+    std::fs::write(&file, &json)?;
+    std::fs::write(&last, &json)?;
+    std::fs::write(file.with_extension("txt"), &text)?;
+    println!("written: {} (and {})", file.display(), last.display());
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! The run: two stacks in turn — the fixed upstream with nginx and strata in front of it, then
+//! the testbed with its own nginx and strata — every measurement on each, then the report.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::Plan;
+use crate::load::TOOLS_CALL;
+use crate::measure::{self, LoadSpec};
+use crate::procs::{self, Proc, Scratch, Target};
+use crate::report;
+
+/// The testbed's SSE call: two progress notifications with no pause, then the result.
+const TESTBED_SSE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sse_drip","arguments":{"count":2,"interval_ms":0}}}"#;
+
+/// Processes of one stack, ended (in reverse) when dropped.
+struct Stack {
+    targets: Vec<Target>,
+    _procs: Vec<Proc>,
+}
+
+fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow::Result<Stack> {
+    let tag = if testbed { "testbed" } else { "fixed" };
+    let (up_proc, up) = if testbed {
+        procs::testbed(&plan.strata)?
+    } else {
+        procs::upstream()?
+    };
+    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
+    let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
+    let direct = Target {
+        name: "direct",
+        addr: up,
+        pids: Vec::new(),
+    };
+    let mut targets = vec![direct, nginx];
+    // Dropped in this order: the proxies before their upstream.
+    let mut procs = vec![strata_proc, nginx_proc];
+    if let Some(bin) = &plan.baseline {
+        let (base_proc, base) =
+            procs::strata("base", bin, up, scratch.path(), &format!("{tag}-base"))?;
+        targets.push(base);
+        procs.insert(0, base_proc);
+    }
+    targets.push(strata);
+    procs.push(up_proc);
+    Ok(Stack {
+        targets,
+        _procs: procs,
+    })
+}
+
+pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        plan.strata.exists(),
+        "{} not found (cargo build --release first)",
+        plan.strata.display()
+    );
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let scratch = Scratch::new()?;
+    let tck = procs::clock_ticks();
+    let started = std::time::SystemTime::now();
+    let mut load = Map::new();
+    let mut out = Map::new();
+
+    {
+        let s = stack(plan, &scratch, false, cores).context("fixed-upstream stack")?;
+        std::thread::sleep(Duration::from_millis(500));
+        let mut idle = Map::new();
+        idle.insert("fresh".into(), measure::rss(&s.targets));
+        if plan.runs("load") {
+            for (kind, path, body) in [
+                ("json", "/json", Bytes::from_static(TOOLS_CALL)),
+                ("sse", "/sse", Bytes::from_static(TOOLS_CALL)),
+            ] {
+                for &agents in &plan.agents {
+                    let spec = LoadSpec {
+                        upstream: "fixed",
+                        kind,
+                        agents,
+                        path,
+                        body: body.clone(),
+                    };
+                    let figures = measure::load(&rt, plan, &s.targets, &spec, tck)?;
+                    load.insert(spec.name(), figures);
+                }
+            }
+        }
+        if plan.runs("sse") {
+            out.insert(
+                "sse_delivery".into(),
+                measure::sse_delivery(&rt, plan, &s.targets)?,
+            );
+        }
+        if plan.runs("big") {
+            out.insert("big".into(), measure::big(&rt, plan, &s.targets)?);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        idle.insert("after_load".into(), measure::rss(&s.targets));
+        out.insert("idle_rss_mib".into(), Value::Object(idle));
+        if plan.runs("streams") {
+            let mut streams = Map::new();
+            for t in s.targets.iter().filter(|t| !t.pids.is_empty()) {
+                streams.insert(t.name.into(), measure::streams(&rt, plan, t)?);
+            }
+            out.insert(
+                "streams".into(),
+                json!({ "streams": plan.streams, "targets": streams }),
+            );
+        }
+    }
+
+    if plan.runs("testbed") {
+        let s = stack(plan, &scratch, true, cores).context("testbed stack")?;
+        for (kind, body) in [
+            ("json", Bytes::from_static(TOOLS_CALL)),
+            ("sse", Bytes::from_static(TESTBED_SSE)),
+        ] {
+            for &agents in &plan.agents {
+                let spec = LoadSpec {
+                    upstream: "testbed",
+                    kind,
+                    agents,
+                    path: "/mcp",
+                    body: body.clone(),
+                };
+                let figures = measure::load(&rt, plan, &s.targets, &spec, tck)?;
+                load.insert(spec.name(), figures);
+            }
+        }
+    }
+    out.insert("load".into(), Value::Object(load));
+    if let Some(dir) = &plan.scan {
+        out.insert("classifier".into(), report::scan(dir));
+    }
+    let elapsed = started.elapsed().unwrap_or_default();
+    out.insert("meta".into(), report::meta(plan, cores, elapsed));
+    report::finish(plan, Value::Object(out))
+}

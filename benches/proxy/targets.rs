@@ -1,0 +1,115 @@
+//! The issue's targets, each checked against ratios from the same run: met, missed, or n/a
+//! when its part did not run.
+
+use serde_json::Value;
+
+use crate::report::num;
+
+/// A target of the issue: what was measured, and whether it is met.
+pub(crate) struct Check {
+    pub(crate) what: String,
+    pub(crate) figures: String,
+    pub(crate) met: Option<bool>,
+}
+
+fn check(what: impl Into<String>, figures: String, met: Option<bool>) -> Check {
+    Check {
+        what: what.into(),
+        figures,
+        met,
+    }
+}
+
+pub(crate) fn checks(r: &Value) -> Vec<Check> {
+    let mut out = Vec::new();
+    let l = |s: &str, t: &str, k: &str| num(r, &format!("/load/{s}/targets/{t}/{k}"));
+    for kind in ["json", "sse"] {
+        let s = format!("fixed {kind} c=1");
+        for q in ["p50_us", "p99_us"] {
+            let d = l(&s, "direct", q);
+            let added = |t| Some(l(&s, t, q)? - d?);
+            let (sa, na) = (added("strata"), added("nginx"));
+            out.push(check(
+                format!("{s}: added {} <= nginx's", &q[..3]),
+                format!("strata {} us, nginx {} us", f1(sa), f1(na)),
+                sa.zip(na).map(|(s, n)| s <= n),
+            ));
+        }
+    }
+    for kind in ["json", "sse"] {
+        let s = format!("fixed {kind} c=64");
+        let ratio = |t| Some(l(&s, t, "rps")? / l(&s, "direct", "rps")?);
+        let (sr, nr) = (ratio("strata"), ratio("nginx"));
+        out.push(check(
+            format!("{s}: throughput / direct >= nginx's"),
+            format!("strata {}, nginx {}", f2(sr), f2(nr)),
+            sr.zip(nr).map(|(s, n)| s >= n),
+        ));
+    }
+    let gain = num(r, "/sse_delivery/targets/strata/p99_us")
+        .zip(num(r, "/sse_delivery/targets/direct/p99_us"))
+        .map(|(s, d)| s - d);
+    out.push(check(
+        "SSE events 100 ms apart: p99 delay - direct's <= 1 ms",
+        format!("strata +{} us", f1(gain)),
+        gain.map(|g| g <= 1000.0),
+    ));
+    let (sb, nb) = (
+        num(r, "/big/targets/strata/mb_s"),
+        num(r, "/big/targets/nginx/mb_s"),
+    );
+    out.push(check(
+        "large response: throughput >= nginx's",
+        format!("strata {} MB/s, nginx {} MB/s", f0(sb), f0(nb)),
+        sb.zip(nb).map(|(s, n)| s >= n),
+    ));
+    let growth = num(r, "/big/targets/strata/peak_growth_mib");
+    out.push(check(
+        "large response: peak RSS growth < 8 MiB",
+        format!("strata {} MiB", f1(growth)),
+        growth.map(|g| g < 8.0),
+    ));
+    let idle = num(r, "/idle_rss_mib/fresh/strata");
+    out.push(check(
+        "idle RSS < 16 MiB",
+        format!("strata {} MiB", f1(idle)),
+        idle.map(|i| i < 16.0),
+    ));
+    let per = num(r, "/streams/targets/strata/kib_per_stream");
+    out.push(check(
+        "open SSE streams: <= 32 KiB per stream",
+        format!("strata {} KiB", f1(per)),
+        per.map(|p| p <= 32.0),
+    ));
+    // CPU per call, every fixed-upstream scenario: the worst strata ÷ nginx.
+    let mut worst: Option<(f64, String)> = None;
+    if let Some(load) = r["load"].as_object() {
+        for (name, s) in load.iter().filter(|(n, _)| n.starts_with("fixed")) {
+            let c = |t: &str| num(s, &format!("/targets/{t}/cpu_s_per_10k"));
+            if let (Some(sc), Some(nc)) = (c("strata"), c("nginx")) {
+                let ratio = sc / nc;
+                if worst.as_ref().is_none_or(|(w, _)| ratio > *w) {
+                    worst = Some((ratio, name.clone()));
+                }
+            }
+        }
+    }
+    out.push(check(
+        "CPU per 10k calls <= nginx's (worst fixed scenario)",
+        worst
+            .as_ref()
+            .map_or("n/a".into(), |(w, n)| format!("strata {w:.2}x nginx ({n})")),
+        worst.map(|(w, _)| w <= 1.0),
+    ));
+    out
+}
+
+pub(crate) fn f0(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.0}"))
+}
+pub(crate) fn f1(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.1}"))
+}
+pub(crate) fn f2(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.2}"))
+}

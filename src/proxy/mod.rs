@@ -264,6 +264,7 @@ impl Proxy {
             self.rewrite_host,
         );
         forward::strip_hop_by_hop(&mut parts.headers);
+        forward::own_values(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
         forward::add_forwarded_for(&mut parts.headers, agent.ip());
         parts.uri = uri;
@@ -385,6 +386,7 @@ impl Proxy {
 
         let (mut parts, body) = response.into_parts();
         forward::strip_hop_by_hop(&mut parts.headers);
+        forward::own_values(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
         add_attempts(&mut parts.headers, waiting.attempts);
         parts.version = Version::HTTP_11;

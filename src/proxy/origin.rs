@@ -59,6 +59,11 @@ impl RecentFailures {
         if map.len() >= MAX_REMEMBERED {
             map.retain(|_, (_, at)| now.saturating_duration_since(*at) < WINDOW / 2);
         }
+        // Failures of many sessions within the half window leave the map full: forgetting by
+        // age alone would let it grow past its bound, at the rate failures arrive.
+        if map.len() >= MAX_REMEMBERED {
+            drop_older_half(&mut map);
+        }
         map.insert(Self::key(session, method, tool), (fp.fingerprint, now));
     }
 
@@ -89,6 +94,16 @@ impl RecentFailures {
         }
         same
     }
+}
+
+/// Keeps the newer half of `map` (by the time each failure was remembered); entries as old as
+/// the median go too, so equal times never keep more than half.
+fn drop_older_half(map: &mut HashMap<CallKey, (Fingerprint, Instant)>) {
+    let mut times: Vec<Instant> = map.values().map(|(_, at)| *at).collect();
+    let mid = times.len() / 2;
+    let (_, median, _) = times.select_nth_unstable(mid);
+    let median = *median;
+    map.retain(|_, (_, at)| *at > median);
 }
 
 #[cfg(test)]
@@ -126,5 +141,25 @@ mod tests {
             !r.is_retry(None, "tools/call", "t", "/mcp", body(5, 1).as_bytes()),
             "too late"
         );
+    }
+
+    /// Regression (found designing the soak, whose agents fail calls on many sessions): when
+    /// every remembered failure was younger than half the window, nothing was forgotten and
+    /// the map grew past `MAX_REMEMBERED` with every new session's failure.
+    #[tokio::test(start_paused = true)]
+    async fn the_map_stays_bounded_when_every_failure_is_recent() {
+        let r = RecentFailures::default();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
+        for n in 0..MAX_REMEMBERED * 3 {
+            let session = format!("s{n}");
+            r.failed(Some(&session), "tools/call", "t", "/mcp", body.as_bytes());
+            tokio::time::advance(Duration::from_millis(1)).await;
+            let len = r.map.lock().map(|m| m.len()).unwrap_or(usize::MAX);
+            assert!(len <= MAX_REMEMBERED, "{len} after {n}");
+        }
+        // The newest failures are the ones kept.
+        let last = format!("s{}", MAX_REMEMBERED * 3 - 1);
+        assert!(r.is_retry(Some(&last), "tools/call", "t", "/mcp", body.as_bytes()));
+        assert!(!r.is_retry(Some("s0"), "tools/call", "t", "/mcp", body.as_bytes()));
     }
 }

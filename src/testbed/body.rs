@@ -56,16 +56,29 @@ pub(crate) enum Chunk {
 /// A body fed by a task through a bounded channel. When the sender is dropped the body ends
 /// cleanly; when the receiver is dropped (the client left) the sender's `send` fails, which is
 /// how the feeding task learns to stop.
+///
+/// An abort is delivered one poll late, after a `Pending`: hyper's HTTP/1.1 writer buffers a
+/// data frame and flushes it only once the body returns `Pending`, and an error in the same
+/// run drops the buffered bytes. Without the extra poll, a connection task that was not
+/// polled during the script's pause (a loaded machine) would receive the data and the abort
+/// together, and the client would never get the bytes before the break.
 #[derive(Debug)]
 pub(crate) struct ChannelBody {
     rx: mpsc::Receiver<Chunk>,
     done: bool,
+    /// An abort was received and is delivered at the next poll.
+    abort_next: bool,
 }
 
 /// A channel body and the sender that feeds it.
 pub(crate) fn channel() -> (mpsc::Sender<Chunk>, Body) {
     let (tx, rx) = mpsc::channel(CHANNEL_FRAMES);
-    (tx, ChannelBody { rx, done: false }.boxed_unsync())
+    let body = ChannelBody {
+        rx,
+        done: false,
+        abort_next: false,
+    };
+    (tx, body.boxed_unsync())
 }
 
 impl HttpBody for ChannelBody {
@@ -80,12 +93,18 @@ impl HttpBody for ChannelBody {
         if this.done {
             return Poll::Ready(None);
         }
+        if this.abort_next {
+            this.done = true;
+            return Poll::Ready(Some(Err(BodyError::Aborted)));
+        }
         match this.rx.poll_recv(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Chunk::Data(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
             Poll::Ready(Some(Chunk::Abort)) => {
-                this.done = true;
-                Poll::Ready(Some(Err(BodyError::Aborted)))
+                // See the type's comment: let hyper flush what came before.
+                this.abort_next = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
             }
             Poll::Ready(None) => {
                 this.done = true;

@@ -17,6 +17,7 @@ mod post;
 mod reply;
 mod rpc;
 mod scenarios;
+mod sent;
 mod server;
 mod session;
 mod sse;
@@ -33,8 +34,10 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use scenarios::{SCENARIOS, Scenario, scenario};
+pub use sent::{BodyHash, MAX_SENT_RECORDS, SENT_PREFIX_BYTES, SentBody, SentEnd};
 pub use server::{MCP_PATH, SHUTDOWN_GRACE};
 
+use sent::SentLog;
 use session::{Counters, Sessions};
 
 /// Distinct tool names [`Testbed::calls_of`] remembers; calls of further names are not
@@ -42,7 +45,8 @@ use session::{Counters, Sessions};
 pub const MAX_COUNTED_TOOLS: usize = 1024;
 
 /// How the testbed answers plain tool results (`ok`, `tool_error`, `jsonrpc_error`, …).
-/// Scenarios whose point is a particular shape (`sse_*`, `malformed_json`, …) ignore it.
+/// Scenarios whose point is a particular shape (`sse_*`, `malformed_json`, …) ignore it. A
+/// call may choose for itself with `arguments.response_mode`: `"json"` or `"sse"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ResponseMode {
     /// `application/json`, one JSON-RPC message.
@@ -56,6 +60,7 @@ pub enum ResponseMode {
 struct Options {
     fail_first_n: u64,
     response_mode: ResponseMode,
+    record_sent: bool,
 }
 
 /// Builds a [`Testbed`] with non-default options.
@@ -78,9 +83,17 @@ impl TestbedBuilder {
         self
     }
 
+    /// Keep a [`SentBody`] record of every answer to a JSON-RPC request, for
+    /// [`Testbed::take_sent`]. Off by default: a testbed serving real agents keeps nothing.
+    pub fn record_sent(mut self, on: bool) -> Self {
+        self.options.record_sent = on;
+        self
+    }
+
     pub fn build(self) -> Arc<Testbed> {
         let (shutdown, _) = watch::channel(false);
         Arc::new(Testbed {
+            sent: self.options.record_sent.then(Arc::default),
             options: self.options,
             posts: AtomicU64::new(0),
             calls: Mutex::default(),
@@ -122,6 +135,8 @@ pub struct Testbed {
     /// Fault counters for stateless (2026-07-28) calls, which have no session to hold them.
     stateless_counters: Counters,
     next_stream: AtomicU64,
+    /// What was sent per request id, when [`TestbedBuilder::record_sent`] is on.
+    sent: Option<Arc<SentLog>>,
     /// Turns `true` once, when serving stops; open streams watch it.
     shutdown: watch::Sender<bool>,
 }
@@ -137,6 +152,7 @@ impl Testbed {
             options: Options {
                 fail_first_n: 1,
                 response_mode: ResponseMode::Json,
+                record_sent: false,
             },
         }
     }
@@ -167,6 +183,18 @@ impl Testbed {
     pub fn calls_of(&self, tool: &str) -> u64 {
         let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
         calls.get(tool).copied().unwrap_or(0)
+    }
+
+    /// Removes and returns the record of the answer to the request whose id has the JSON text
+    /// `id` (`7`, `"a"`), once that answer's body has ended. `None` when recording is off, the
+    /// body has not ended yet, or the record was dropped (see [`Testbed::sent_dropped`]).
+    pub fn take_sent(&self, id: &str) -> Option<SentBody> {
+        self.sent.as_ref().and_then(|log| log.take(id))
+    }
+
+    /// Records not kept because [`MAX_SENT_RECORDS`] were waiting to be taken.
+    pub fn sent_dropped(&self) -> u64 {
+        self.sent.as_ref().map_or(0, |log| log.dropped())
     }
 
     /// Legacy sessions currently live.

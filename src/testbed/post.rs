@@ -140,9 +140,18 @@ pub(crate) async fn handle(tb: &Arc<Testbed>, req: Request<IncomingBody>) -> Res
         Ok(msg) => msg,
         Err(why) => return reply::rejection(StatusCode::BAD_REQUEST, rpc::INVALID_REQUEST, why),
     };
-    match era {
+    // The record's key: the request id as JSON text, as strata logs it (`jsonrpc_id`).
+    let record_key = match (&tb.sent, &msg) {
+        (Some(_), Incoming::Request { id, .. }) => Some(id.to_string()),
+        _ => None,
+    };
+    let resp = match era {
         Era::Legacy => legacy(tb, headers, msg).await,
         Era::Modern => modern(tb, headers, msg).await,
+    };
+    match (&tb.sent, record_key) {
+        (Some(log), Some(key)) => log.record(key, resp),
+        _ => resp,
     }
 }
 

@@ -8,13 +8,13 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 use tokio::time::{Duration, sleep};
 
-use super::Testbed;
 use super::body::{self, Body, Chunk};
 use super::reply;
 use super::rpc::{self, Era};
 use super::scenarios::scenario;
 use super::session::{Counters, Session};
 use super::sse::{self, Step};
+use super::{ResponseMode, Testbed};
 
 /// `sse_drip`'s largest `count`, so one call cannot stream forever.
 pub(crate) const MAX_DRIP_EVENTS: u64 = 10_000;
@@ -58,9 +58,23 @@ impl Call<'_> {
         rpc::result(self.id, rpc::tool_result(self.era, "ok", false))
     }
 
-    /// A plain answer, in the testbed's response mode.
+    /// A plain answer, in the testbed's response mode or the one this call asked for.
     fn answer(&self, msg: &Value) -> Response<Body> {
-        reply::message(self.testbed.options.response_mode, msg)
+        reply::message(self.response_mode(), msg)
+    }
+
+    /// `arguments.response_mode` (`"json"` or `"sse"`) when present, so one testbed can answer
+    /// both ways side by side (a soak mixes them); otherwise the testbed's option.
+    fn response_mode(&self) -> ResponseMode {
+        let asked = self
+            .params
+            .get("arguments")
+            .and_then(|a| a.get("response_mode"));
+        match asked.and_then(Value::as_str) {
+            Some("json") => ResponseMode::Json,
+            Some("sse") => ResponseMode::Sse,
+            _ => self.testbed.options.response_mode,
+        }
     }
 
     fn error(&self, code: i64, message: &str) -> Response<Body> {

@@ -1180,6 +1180,23 @@ fn scanner_verdict_matches_serde_json() {
     });
 }
 
+/// Fuzz finding (json_scanner, session 2): a complete document, then the first byte of a
+/// multi-byte UTF-8 sequence, then the agent leaves. The bytes received are not a whole valid
+/// document, so the call was cancelled before its answer was known (the oracle's rule), not
+/// malformed — at any cut.
+#[test]
+fn agent_gone_after_a_document_and_a_held_utf8_lead() {
+    let request = br#"{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"t","task":{}}}"#;
+    let ct = Some(&b"application/json"[..]);
+    for input in [&b"0\n\n\n\n\n\n\n\xea"[..], b"{}\xea", b"0\n\xea", b"{}\xe6\x97"] {
+        let want = oracle::classify(request, 200, ct, input, BodyEnd::AgentGone);
+        for cut in 0..=input.len() {
+            let got = oracle::streaming(request, &[], 200, ct, input, &[cut], BodyEnd::AgentGone);
+            assert_eq!(got, want, "{input:?} cut at {cut}");
+        }
+    }
+}
+
 // =============================================================================================
 // The oracle's own footing: the serde_json facts it relies on, and a few fixed cases, so a
 // change in serde_json or in the oracle shows up here rather than as a puzzling property

@@ -247,9 +247,12 @@ impl JsonScanner {
         }
     }
 
-    /// True once the top-level value is complete (only whitespace may follow).
+    /// True when the bytes so far are a whole, valid document: the top-level value is
+    /// complete and no byte is held back (an unfinished UTF-8 sequence after the value is
+    /// not whitespace, so it can only end the document as malformed — but only once it is
+    /// known; an agent that left before then cancelled a call whose answer was not yet known).
     pub fn is_complete(&self) -> bool {
-        self.state == State::End
+        self.state == State::End && self.utf8_len == 0
     }
 
     /// The message being scanned, as far as it got (for a request cut by the inspect cap).

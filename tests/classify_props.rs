@@ -1186,9 +1186,15 @@ fn scanner_verdict_matches_serde_json() {
 /// malformed — at any cut.
 #[test]
 fn agent_gone_after_a_document_and_a_held_utf8_lead() {
-    let request = br#"{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"t","task":{}}}"#;
+    let request =
+        br#"{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"t","task":{}}}"#;
     let ct = Some(&b"application/json"[..]);
-    for input in [&b"0\n\n\n\n\n\n\n\xea"[..], b"{}\xea", b"0\n\xea", b"{}\xe6\x97"] {
+    for input in [
+        &b"0\n\n\n\n\n\n\n\xea"[..],
+        b"{}\xea",
+        b"0\n\xea",
+        b"{}\xe6\x97",
+    ] {
         let want = oracle::classify(request, 200, ct, input, BodyEnd::AgentGone);
         for cut in 0..=input.len() {
             let got = oracle::streaming(request, &[], 200, ct, input, &[cut], BodyEnd::AgentGone);

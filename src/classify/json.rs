@@ -306,6 +306,12 @@ impl JsonScanner {
                 Err(_) => return Err(Malformed::Utf8),
             }
         }
+        // Most chunks are valid whole: the check that only says yes or no is the quicker
+        // one (simdutf8 `basic`); where it says no — an error, or a character cut at the
+        // chunk's end — the `compat` check says where.
+        if simdutf8::basic::from_utf8(chunk).is_ok() {
+            return self.scan(chunk, sink);
+        }
         match simdutf8::compat::from_utf8(chunk) {
             Ok(_) => self.scan(chunk, sink),
             Err(e) => {

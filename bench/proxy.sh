@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole-proxy benchmark: strata beside a direct connection and nginx, in one run,
 # interleaved, on loopback (benches/proxy/, bench/README.md). Builds the release binary, runs
-# the classifier benchmark (bench/scan-ratios.sh) unless told not to, then the proxy harness,
+# the classifier benchmarks (criterion for the table, bench/scan-ratios.sh for the verdict) unless told not to, then the proxy harness,
 # which prints one table and writes it as JSON under target/bench/ (proxy-last.json is
 # compared with the next run).
 #
@@ -28,6 +28,8 @@ nginx="${NGINX:-/usr/sbin/nginx}"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 cargo build --release --bin strata
 if [ "$scan" = 1 ]; then
+    # criterion's JSON feeds the table below; the interleaved ratios give the verdict.
+    cargo bench --bench scan
     bash bench/scan-ratios.sh || true   # exits 1 when its own targets are missed
     args+=(--scan "$target/criterion")
 fi

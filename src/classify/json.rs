@@ -585,6 +585,14 @@ impl JsonScanner {
         let start = i;
         let len = chunk.len();
         while i < len {
+            // Runs of digits keep an integer, fraction or exponent in its state: skipped
+            // without the state table.
+            if matches!(num, Num::Int | Num::Frac | Num::ExpDigits) {
+                i += chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+                if i == len {
+                    break;
+                }
+            }
             match next_num(num, chunk[i]) {
                 Some(next) => {
                     num = next;

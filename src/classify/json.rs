@@ -504,6 +504,13 @@ impl JsonScanner {
         i: usize,
         sink: &mut S,
     ) -> Result<usize, Malformed> {
+        self.begin_key();
+        self.string(chunk, i, sink)
+    }
+
+    /// A key's string begins (its quote was scanned): captured when this level's keys are
+    /// followed.
+    fn begin_key(&mut self) {
         self.key_len = 0;
         self.key_overflow = false;
         self.in_key = true;
@@ -513,7 +520,6 @@ impl JsonScanner {
             Dest::None
         };
         self.state = State::Str;
-        self.string(chunk, i, sink)
     }
 
     /// Whether the keys of the object open at the current depth are followed.
@@ -651,15 +657,7 @@ impl JsonScanner {
             State::Key { close } => match b {
                 b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
                 b'"' => {
-                    self.key_len = 0;
-                    self.key_overflow = false;
-                    self.in_key = true;
-                    self.dest = if self.keys_live_here() {
-                        Dest::Key
-                    } else {
-                        Dest::None
-                    };
-                    self.state = State::Str;
+                    self.begin_key();
                     Ok(())
                 }
                 b'}' if close => self.close(sink),

@@ -504,13 +504,6 @@ impl JsonScanner {
         i: usize,
         sink: &mut S,
     ) -> Result<usize, Malformed> {
-        self.begin_key();
-        self.string(chunk, i, sink)
-    }
-
-    /// A key's string begins (its quote was scanned): captured when this level's keys are
-    /// followed.
-    fn begin_key(&mut self) {
         self.key_len = 0;
         self.key_overflow = false;
         self.in_key = true;
@@ -520,6 +513,7 @@ impl JsonScanner {
             Dest::None
         };
         self.state = State::Str;
+        self.string(chunk, i, sink)
     }
 
     /// Whether the keys of the object open at the current depth are followed.
@@ -563,7 +557,7 @@ impl JsonScanner {
             match rest.get(p + 1) {
                 Some(&e) if e != b'u' => {
                     if self.dest == Dest::None {
-                        if !SHORT_ESCAPES[usize::from(e)] {
+                        if SHORT_ESCAPES[usize::from(e)] == 0 {
                             return Err(Malformed::Syntax);
                         }
                     } else {
@@ -642,47 +636,20 @@ impl JsonScanner {
         }
     }
 
-    /// One byte outside strings and numbers.
+    /// One byte of what `scan` leaves to the byte-at-a-time states: a colon apart from its
+    /// key, trailing whitespace, escapes, and literals cut by a chunk's end.
     fn structural<S: MessageSink + ?Sized>(
         &mut self,
         b: u8,
         sink: &mut S,
     ) -> Result<(), Malformed> {
         match self.state {
-            State::Value { close } => match b {
-                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
-                b']' if close => self.close(sink),
-                _ => self.begin_value(b),
-            },
-            State::Key { close } => match b {
-                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
-                b'"' => {
-                    self.begin_key();
-                    Ok(())
-                }
-                b'}' if close => self.close(sink),
-                _ => Err(Malformed::Syntax),
-            },
             State::Colon => match b {
                 b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
                 b':' => {
                     self.state = State::Value { close: false };
                     Ok(())
                 }
-                _ => Err(Malformed::Syntax),
-            },
-            State::AfterValue => match b {
-                b' ' | b'\t' | b'\n' | b'\r' => Ok(()),
-                b',' => {
-                    self.state = if self.top_is_object() {
-                        State::Key { close: false }
-                    } else {
-                        State::Value { close: false }
-                    };
-                    Ok(())
-                }
-                b'}' if self.top_is_object() => self.close(sink),
-                b']' if !self.top_is_object() => self.close(sink),
                 _ => Err(Malformed::Syntax),
             },
             State::End => match b {
@@ -747,7 +714,12 @@ impl JsonScanner {
                 Ok(())
             }
             // Handled in `scan`; a failed scanner is never fed.
-            State::Str | State::Number(_) | State::Failed(_) => Err(Malformed::Syntax),
+            State::Value { .. }
+            | State::Key { .. }
+            | State::AfterValue
+            | State::Str
+            | State::Number(_)
+            | State::Failed(_) => Err(Malformed::Syntax),
         }
     }
 
@@ -810,17 +782,8 @@ impl JsonScanner {
         };
         match b {
             b'{' | b'[' => {
-                if self.depth == MAX_DEPTH {
-                    return Err(Malformed::DepthLimit);
-                }
                 let object = b == b'{';
-                let (word, bit) = (self.depth / 64, self.depth % 64);
-                if object {
-                    self.stack[word] |= 1 << bit;
-                } else {
-                    self.stack[word] &= !(1 << bit);
-                }
-                self.depth += 1;
+                let next = self.push(object)?;
                 if self.depth >= self.env_level {
                     let rel = self.depth - self.env_level;
                     let followed = if object {
@@ -838,19 +801,9 @@ impl JsonScanner {
                         self.quiet = self.depth;
                     }
                 }
-                self.state = if object {
-                    State::Key { close: true }
-                } else {
-                    State::Value { close: true }
-                };
+                self.state = next;
             }
-            b'"' => self.state = State::Str,
-            b'-' => self.state = State::Number(Num::Minus),
-            b'0' => self.state = State::Number(Num::Zero),
-            b'1'..=b'9' => self.state = State::Number(Num::Int),
-            b't' => self.state = literal(Word::True),
-            b'f' => self.state = literal(Word::False),
-            _ => self.state = literal(Word::Null),
+            _ => self.state = scalar_state(b),
         }
         if let (Dest::Slot(slot), Kind::Number) = (self.dest, kind) {
             self.envelope.push(slot, &[b]);
@@ -868,33 +821,32 @@ impl JsonScanner {
     fn begin_quiet(&mut self, b: u8) -> Result<(), Malformed> {
         self.dest = Dest::None;
         self.state = match b {
-            b'{' | b'[' => {
-                if self.depth == MAX_DEPTH {
-                    return Err(Malformed::DepthLimit);
-                }
-                let (word, bit) = (self.depth / 64, self.depth % 64);
-                if b == b'{' {
-                    self.stack[word] |= 1 << bit;
-                } else {
-                    self.stack[word] &= !(1 << bit);
-                }
-                self.depth += 1;
-                if b == b'{' {
-                    State::Key { close: true }
-                } else {
-                    State::Value { close: true }
-                }
-            }
-            b'"' => State::Str,
-            b'-' => State::Number(Num::Minus),
-            b'0' => State::Number(Num::Zero),
-            b'1'..=b'9' => State::Number(Num::Int),
-            b't' => literal(Word::True),
-            b'f' => literal(Word::False),
-            b'n' => literal(Word::Null),
+            b'{' | b'[' => self.push(b == b'{')?,
+            b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => scalar_state(b),
             _ => return Err(Malformed::Syntax),
         };
         Ok(())
+    }
+
+    /// Opens a container one level deeper (`object`: `{`, else `[`); returns the state after
+    /// its bracket.
+    #[inline(always)]
+    fn push(&mut self, object: bool) -> Result<State, Malformed> {
+        if self.depth == MAX_DEPTH {
+            return Err(Malformed::DepthLimit);
+        }
+        let (word, bit) = (self.depth / 64, self.depth % 64);
+        if object {
+            self.stack[word] |= 1 << bit;
+        } else {
+            self.stack[word] &= !(1 << bit);
+        }
+        self.depth += 1;
+        Ok(if object {
+            State::Key { close: true }
+        } else {
+            State::Value { close: true }
+        })
     }
 
     fn begin_message(&mut self, kind: Kind) {
@@ -988,21 +940,14 @@ impl JsonScanner {
 
     #[inline]
     fn escape(&mut self, b: u8) -> Result<(), Malformed> {
-        let decoded = match b {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'/' => b'/',
-            b'b' => 0x08,
-            b'f' => 0x0C,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'u' => {
-                self.state = State::Hex { n: 0, cp: 0 };
-                return Ok(());
-            }
-            _ => return Err(Malformed::Syntax),
-        };
+        if b == b'u' {
+            self.state = State::Hex { n: 0, cp: 0 };
+            return Ok(());
+        }
+        let decoded = SHORT_ESCAPES[usize::from(b)];
+        if decoded == 0 {
+            return Err(Malformed::Syntax);
+        }
         self.capture(&[decoded]);
         self.state = State::Str;
         Ok(())
@@ -1036,6 +981,21 @@ impl JsonScanner {
 
 fn literal(word: Word) -> State {
     State::Literal { word, pos: 1 }
+}
+
+/// The state after the first byte of a string, number or literal (a byte the caller
+/// already knows starts one).
+#[inline(always)]
+fn scalar_state(b: u8) -> State {
+    match b {
+        b'"' => State::Str,
+        b'-' => State::Number(Num::Minus),
+        b'0' => State::Number(Num::Zero),
+        b'1'..=b'9' => State::Number(Num::Int),
+        b't' => literal(Word::True),
+        b'f' => literal(Word::False),
+        _ => literal(Word::Null),
+    }
 }
 
 fn hex(b: u8) -> Result<u32, Malformed> {
@@ -1076,14 +1036,24 @@ fn next_num(num: Num, b: u8) -> Option<Num> {
     })
 }
 
-/// The bytes that may follow a backslash, `u` apart (RFC 8259 §7): a table, because a
-/// `match` on them compiles to a jump table whose indirect branch mispredicts.
-static SHORT_ESCAPES: [bool; 256] = {
-    let mut table = [false; 256];
+/// What each byte after a backslash decodes to (RFC 8259 §7), 0 where it is not a short
+/// escape (`u` included: it starts `\uXXXX`; no short escape decodes to 0). A table, because
+/// a `match` on them compiles to a jump table whose indirect branch mispredicts.
+static SHORT_ESCAPES: [u8; 256] = {
+    let mut table = [0; 256];
+    let pairs = [
+        (b'"', b'"'),
+        (b'\\', b'\\'),
+        (b'/', b'/'),
+        (b'b', 0x08),
+        (b'f', 0x0C),
+        (b'n', b'\n'),
+        (b'r', b'\r'),
+        (b't', b'\t'),
+    ];
     let mut k = 0;
-    let allowed = *b"\"\\/bfnrt";
-    while k < allowed.len() {
-        table[allowed[k] as usize] = true;
+    while k < pairs.len() {
+        table[pairs[k].0 as usize] = pairs[k].1;
         k += 1;
     }
     table

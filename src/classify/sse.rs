@@ -55,6 +55,19 @@ enum Field {
     Unknown,
 }
 
+impl Field {
+    /// The field a name stands for (a name longer than any known one is unknown).
+    fn named(name: &[u8]) -> Field {
+        match name {
+            b"data" => Field::Data,
+            b"event" => Field::Event,
+            b"id" => Field::Id,
+            b"retry" => Field::Retry,
+            _ => Field::Unknown,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Line {
     /// Nothing of the current line seen yet.
@@ -242,27 +255,25 @@ impl SseFramer {
         &chunk[i..]
     }
 
-    /// A whole, non-empty line (no terminator): the three fields a JSON-RPC stream carries
-    /// are recognised by their prefix, without the field-name buffer; anything else goes
-    /// through [`Self::line_bytes`].
+    /// A whole, non-empty line (no terminator): a known field with a value is read straight
+    /// from the line, without the field-name buffer; anything else (comments, no colon, an
+    /// empty value — `retry:` must stay unset — unknown fields) goes through
+    /// [`Self::line_bytes`].
     #[inline]
     fn whole_line<S: SseSink + ?Sized>(&mut self, line: &[u8], sink: &mut S) {
-        let (field, rest) = if let Some(rest) = line.strip_prefix(b"data:") {
-            (Field::Data, rest)
-        } else if let Some(rest) = line.strip_prefix(b"id:") {
-            (Field::Id, rest)
-        } else if let Some(rest) = line.strip_prefix(b"event:") {
-            (Field::Event, rest)
-        } else {
+        let Some(colon) = line.iter().position(|&b| b == b':').filter(|&p| p > 0) else {
             return self.line_bytes(line, sink);
         };
+        let field = Field::named(&line[..colon]);
+        let rest = &line[colon + 1..];
         // One leading space is dropped (WHATWG).
         let value = rest.strip_prefix(b" ").unwrap_or(rest);
+        if field == Field::Unknown || value.is_empty() {
+            return self.line_bytes(line, sink);
+        }
         self.begin_value(field, sink);
         self.line = Line::Value(field);
-        if !value.is_empty() {
-            self.value_bytes(field, value, sink);
-        }
+        self.value_bytes(field, value, sink);
     }
 
     /// Bytes of the current line (no line terminator inside).
@@ -338,13 +349,7 @@ impl SseFramer {
         if self.name_overflow {
             return Field::Unknown;
         }
-        match &self.name[..self.name_len] {
-            b"data" => Field::Data,
-            b"event" => Field::Event,
-            b"id" => Field::Id,
-            b"retry" => Field::Retry,
-            _ => Field::Unknown,
-        }
+        Field::named(&self.name[..self.name_len])
     }
 
     fn begin_value<S: SseSink + ?Sized>(&mut self, field: Field, sink: &mut S) {

@@ -1093,8 +1093,11 @@ const BLOCK: usize = 32;
 /// the common case and stop within a word or two — and past them a wide pass takes 32 bytes
 /// at a time, asking only "does any byte stop?", a fold the compiler vectorises on its own;
 /// the block that stops is then located with the SWAR words.
+///
+/// The log formatter (`telemetry/json.rs`) uses it too: a JSON string's escapes are the same
+/// bytes on the way out.
 #[inline]
-fn string_run(seg: &[u8]) -> usize {
+pub(crate) fn string_run(seg: &[u8]) -> usize {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         sse2::string_run(seg)

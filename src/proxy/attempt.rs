@@ -7,6 +7,7 @@ use hyper::body::Incoming;
 use crate::metrics::{CallHandles, Metrics};
 use crate::policy::Failure;
 
+use super::h1_conns::SendError;
 use super::local::LocalError;
 use super::replay::RequestBody;
 
@@ -76,10 +77,7 @@ impl RetryPlan {
 /// Sorts an attempt's result into the failure the policy knows (if any) and what the agent
 /// would get: the upstream's response, or strata's own answer.
 pub(super) fn attempt_failure(
-    sent: Result<
-        Result<Response<Incoming>, hyper_util::client::legacy::Error>,
-        tokio::time::error::Elapsed,
-    >,
+    sent: Result<Result<Response<Incoming>, SendError>, tokio::time::error::Elapsed>,
     metrics: &Metrics,
 ) -> (Option<Failure>, Result<Response<Incoming>, LocalError>) {
     match sent {

@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::h1_conns::Driven;
 use crate::metrics::Metrics;
 
 /// Errors of bodies on the data path (hyper's, or strata's idle timeout).
@@ -116,6 +117,9 @@ where
 #[error("upstream body idle for more than {0:?}")]
 pub struct IdleTimeout(Duration);
 
+/// `tokio::task::yield_now()`, kept across polls.
+type Yield = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
 /// The upstream's response body, cut when it stays silent past an optional idle limit (off
 /// by default: quiet SSE streams are normal). The timer runs only while strata waits for the
 /// upstream, never while a slow agent holds the stream back (the body is not polled then).
@@ -123,6 +127,13 @@ pub struct UpstreamBody {
     inner: Incoming,
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     metrics: Arc<Metrics>,
+    /// The connection this body arrives on, when strata drives it (`h1_conns.rs`).
+    driven: Option<Box<Driven>>,
+    /// The head, or a data frame, went to hyper since this body last returned `Pending`.
+    unflushed: bool,
+    /// An error held back until what came before it was flushed, and the yield that waits for
+    /// that.
+    deferred: Option<(BoxError, Yield)>,
 }
 
 /// The body strata sends to the agent: the upstream's, observed, or one strata wrote itself
@@ -140,12 +151,20 @@ pub enum ProxyBody<S: BodySink> {
 // === impl UpstreamBody ===
 
 impl UpstreamBody {
-    pub fn new(inner: Incoming, idle: Option<Duration>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        inner: Incoming,
+        driven: Option<Box<Driven>>,
+        idle: Option<Duration>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
         UpstreamBody {
             inner,
             idle,
             metrics,
+            driven,
+            unflushed: true,
+            deferred: None,
         }
     }
 }
@@ -159,12 +178,59 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        if let Some((_, flushed)) = this.deferred.as_mut() {
+            ready!(flushed.as_mut().poll(cx));
+            if let Some((err, _)) = this.deferred.take() {
+                return Poll::Ready(Some(Err(err)));
+            }
+        }
+        // The body first: with nothing buffered it tells the connection it wants a frame
+        // (hyper's body channel holds one); then the connection, which reads that frame; then
+        // the body again. In that order, bytes that came in one read with an error (a reset
+        // after half a body) still reach the agent before the error, as when the connection
+        // ran in a task of its own.
+        let mut polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_pending()
+            && let Some(driven) = this.driven.as_mut()
+        {
+            driven.poll(cx);
+            polled = Pin::new(&mut this.inner).poll_frame(cx);
+        }
+        match polled {
+            // hyper drops what it has not flushed yet when a body fails — its HTTP/1.1 server
+            // the head and data still in its buffer, h2 the DATA frames still queued when it
+            // resets the stream. So an error right behind the head or data waits until the
+            // tasks ready to run have run (the connection's own, under h2), as it did when
+            // the upstream connection ran in a task of its own: the agent gets the head and
+            // the bytes before the break.
+            Poll::Ready(Some(Err(err))) if this.unflushed => {
+                this.driven = None;
+                this.unflushed = false;
+                let mut flushed: Yield = Box::pin(tokio::task::yield_now());
+                // Pending the first time: this task is woken after the others.
+                let _ = flushed.as_mut().poll(cx);
+                this.deferred = Some((err.into(), flushed));
+                Poll::Pending
+            }
             Poll::Ready(frame) => {
                 if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
                     && let Some(data) = data
                 {
                     this.metrics.response_bytes(data.len() as u64);
+                    this.unflushed = true;
+                }
+                // Ended whole (hyper stops polling at a known length, so the end is also seen
+                // after the last frame): the connection serves the next call. Broken: it goes.
+                let ended = match &frame {
+                    None => true,
+                    Some(Ok(_)) => this.inner.is_end_stream(),
+                    Some(Err(_)) => {
+                        this.driven = None;
+                        false
+                    }
+                };
+                if ended && let Some(driven) = this.driven.take() {
+                    driven.finish(cx);
                 }
                 if let Some((limit, sleep)) = this.idle.as_mut() {
                     sleep.as_mut().reset(Instant::now() + *limit);
@@ -172,6 +238,7 @@ impl Body for UpstreamBody {
                 Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
             }
             Poll::Pending => {
+                this.unflushed = false;
                 if let Some((limit, sleep)) = this.idle.as_mut()
                     && sleep.as_mut().poll(cx).is_ready()
                 {

@@ -7,6 +7,7 @@ mod call;
 pub mod client;
 mod clients;
 mod forward;
+pub mod h1_conns;
 mod inspect;
 mod keepalive;
 mod keys;
@@ -36,6 +37,7 @@ pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::HOP_BY_HOP;
+use h1_conns::{Driven, H1Conns, SendError};
 pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
 
@@ -65,6 +67,9 @@ pub type AgentBody = ProxyBody<CallTracker>;
 /// The proxy: shared by every connection and request.
 pub struct Proxy {
     client: UpstreamClient,
+    /// `http://` upstreams: connections driven by the calls (`h1_conns.rs`); `https://` ones
+    /// go through `client`.
+    h1: Option<Arc<H1Conns>>,
     ctx: Arc<CallContext>,
     scheme: Scheme,
     authority: Authority,
@@ -150,8 +155,11 @@ impl Proxy {
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
         });
+        let h1 = (scheme == Scheme::HTTP)
+            .then(|| H1Conns::new(&config.upstream.authority, config.timeouts.connect));
         Ok(Arc::new(Proxy {
             client,
+            h1,
             ctx,
             scheme,
             authority: config.upstream.authority.clone(),
@@ -165,6 +173,21 @@ impl Proxy {
             policy: Policy::new(&config.policy, carried.annotations.clone()),
             carried,
         }))
+    }
+
+    /// One attempt: the request out, the response head back (and the connection, when strata
+    /// drives it).
+    async fn send(
+        &self,
+        request: Request<RequestBody>,
+    ) -> Result<(Response<Incoming>, Option<Box<Driven>>), SendError> {
+        match &self.h1 {
+            Some(conns) => {
+                let (response, driven) = conns.send(request).await?;
+                Ok((response, Some(driven)))
+            }
+            None => Ok((self.client.request(request).await?, None)),
+        }
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -332,15 +355,22 @@ impl Proxy {
         let template =
             (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
         let mut first = Some((parts, first_body));
+        // The connection the response arrives on, when strata drives it.
+        let mut driven = None;
         let response = loop {
             let request = match (first.take(), &template) {
                 (Some((parts, body)), _) => Request::from_parts(parts, body),
                 (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
                 (None, None) => break Err(LocalError::UpstreamBroken),
             };
-            let sent =
-                tokio::time::timeout(self.response_head_timeout, self.client.request(request))
-                    .await;
+            let sent = tokio::time::timeout(self.response_head_timeout, self.send(request))
+                .await
+                .map(|sent| {
+                    sent.map(|(response, conn)| {
+                        driven = conn;
+                        response
+                    })
+                });
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;
@@ -358,6 +388,7 @@ impl Proxy {
                     waiting.statuses.push(failure.status());
                     waiting.attempts += 1;
                     drop(outcome);
+                    driven = None;
                     tokio::time::sleep(wait).await;
                 }
                 Next::GiveUp(why) => {
@@ -390,7 +421,7 @@ impl Proxy {
         forward::add_via(&mut parts.headers, parts.version);
         add_attempts(&mut parts.headers, waiting.attempts);
         parts.version = Version::HTTP_11;
-        let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
+        let body = UpstreamBody::new(body, driven, self.body_idle, self.ctx.metrics.clone());
         let body = match waiting.take_tracker() {
             Some(mut tracker) => {
                 let content_type = parts

@@ -1,0 +1,252 @@
+//! Connections to a plain-HTTP (`http://`) upstream: HTTP/1.1, a cache of idle connections,
+//! each driven by the call that uses it rather than by a task of its own.
+//!
+//! Why not hyper-util's pooled client here: its connections run in tasks of their own, so a
+//! call crosses tasks for the request, for the response head and for every body chunk (the
+//! body channel holds one chunk), and SSE events that arrived in one read went to the agent
+//! in one write each (`bench/README.md`). Here the agent's task polls the upstream connection
+//! itself — the request goes out and the response's frames come in within the same poll —
+//! so frames that arrived together are written to the agent together, and nothing is spawned
+//! per connection. `https://` upstreams keep hyper-util's client (TLS, h2 by ALPN).
+//!
+//! Idle connections are not polled. One the server closed while idle is found at checkout
+//! (polled once, it has ended) and dropped; one idle for [`POOL_IDLE_TIMEOUT`] or longer is
+//! dropped unused (below the servers' own keep-alive timeouts: see `client.rs`). A request
+//! that a reused connection refused unsent — it closed just then; hyper hands the request
+//! back — goes once more on a new connection, as hyper-util's client does. At most
+//! [`MAX_IDLE`] connections wait; the oldest go first.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::uri::Authority;
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::client::POOL_IDLE_TIMEOUT;
+use super::replay::RequestBody;
+
+/// Idle connections kept at most (nginx's `keepalive` directive, per worker, has the same
+/// role). Calls in flight hold theirs outside the cache and are not limited by it.
+pub const MAX_IDLE: usize = 1024;
+
+type Conn = http1::Connection<TokioIo<TcpStream>, RequestBody>;
+
+/// The idle HTTP/1.1 connections to one plain-HTTP upstream.
+pub struct H1Conns {
+    host: Box<str>,
+    port: u16,
+    connect_timeout: Duration,
+    builder: http1::Builder,
+    idle: Mutex<VecDeque<Idle>>,
+}
+
+struct Idle {
+    send: SendRequest<RequestBody>,
+    conn: Conn,
+    since: Instant,
+}
+
+/// A connection carrying a response: the response body polls it, and hands it back to the
+/// cache when the response has ended whole. Dropped before that (the agent left, the body
+/// broke), it closes the connection.
+pub struct Driven {
+    send: SendRequest<RequestBody>,
+    conn: Option<Conn>,
+    home: Arc<H1Conns>,
+}
+
+/// Why no response head came back.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No connection to the upstream: nothing was sent.
+    #[error("upstream connect: {0}")]
+    Connect(std::io::Error),
+    /// The connection broke, or the response could not be read.
+    #[error("upstream: {0}")]
+    Http(#[from] hyper::Error),
+    /// From hyper-util's client (`https://` upstreams).
+    #[error("upstream: {0}")]
+    Pooled(#[from] hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    /// Nothing reached the upstream: no connection could be made.
+    pub fn is_connect(&self) -> bool {
+        match self {
+            SendError::Connect(_) => true,
+            SendError::Http(_) => false,
+            SendError::Pooled(err) => err.is_connect(),
+        }
+    }
+}
+
+// === impl H1Conns ===
+
+impl H1Conns {
+    pub fn new(authority: &Authority, connect_timeout: Duration) -> Arc<H1Conns> {
+        // `[::1]` in a URI is `::1` to a socket.
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        Arc::new(H1Conns {
+            host: host.into(),
+            port: authority.port_u16().unwrap_or(80),
+            connect_timeout,
+            builder: http1::Builder::new(),
+            idle: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Sends `request` on an idle connection, or a new one, and drives that connection until
+    /// the response head has come back.
+    pub async fn send(
+        self: &Arc<Self>,
+        mut request: Request<RequestBody>,
+    ) -> Result<(Response<Incoming>, Box<Driven>), SendError> {
+        // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
+        // travels in `Host` (`forward::set_host`). hyper's connection writes the URI as given.
+        if let Some(target) = request.uri().path_and_query().cloned() {
+            *request.uri_mut() = Uri::from(target);
+        }
+        loop {
+            let (mut send, conn, reused) = match self.checkout().await {
+                Some((send, conn)) => (send, conn, true),
+                None => {
+                    let (send, conn) = self.connect().await?;
+                    (send, conn, false)
+                }
+            };
+            let mut conn = Some(conn);
+            let mut response = pin!(send.try_send_request(request));
+            let sent = poll_fn(|cx| {
+                if let Some(c) = conn.as_mut()
+                    && Pin::new(c).poll(cx).is_ready()
+                {
+                    // It ended (closed, or broke): dropping it fails the request, if it is
+                    // still waiting, with hyper's reason.
+                    conn = None;
+                }
+                response.as_mut().poll(cx)
+            })
+            .await;
+            match sent {
+                Ok(response) => {
+                    let home = self.clone();
+                    return Ok((response, Box::new(Driven { send, conn, home })));
+                }
+                Err(mut err) => match err.take_message() {
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(SendError::Http(err.into_error())),
+                },
+            }
+        }
+    }
+
+    /// The most recently used idle connection still alive, if any.
+    async fn checkout(&self) -> Option<(SendRequest<RequestBody>, Conn)> {
+        loop {
+            let mut idle = {
+                let mut list = self.lock();
+                let idle = list.pop_back()?;
+                if idle.since.elapsed() >= POOL_IDLE_TIMEOUT {
+                    // The rest are older still.
+                    let expired: Vec<Idle> = list.drain(..).collect();
+                    drop(list);
+                    drop(expired);
+                    return None;
+                }
+                idle
+            };
+            // Polled once: one the server closed ends now; a healthy one settles into
+            // waiting for the next request.
+            let ended =
+                poll_fn(|cx| Poll::Ready(Pin::new(&mut idle.conn).poll(cx).is_ready())).await;
+            if !ended && idle.send.is_ready() {
+                return Some((idle.send, idle.conn));
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<(SendRequest<RequestBody>, Conn), SendError> {
+        let connect = TcpStream::connect((&*self.host, self.port));
+        let tcp = match tokio::time::timeout(self.connect_timeout, connect).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(err)) => return Err(SendError::Connect(err)),
+            Err(_elapsed) => {
+                return Err(SendError::Connect(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "timeouts.connect elapsed",
+                )));
+            }
+        };
+        // A request head and a small body go out at once, not after a delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        Ok(self.builder.handshake(TokioIo::new(tcp)).await?)
+    }
+
+    /// Keeps a connection whose response ended whole, for the next call.
+    fn checkin(&self, send: SendRequest<RequestBody>, conn: Conn) {
+        let now = Instant::now();
+        let mut list = self.lock();
+        let fresh = list
+            .iter()
+            .position(|i| now.duration_since(i.since) < POOL_IDLE_TIMEOUT)
+            .unwrap_or(list.len());
+        let mut dropped: Vec<Idle> = list.drain(..fresh).collect();
+        if list.len() >= MAX_IDLE {
+            dropped.extend(list.pop_front());
+        }
+        list.push_back(Idle {
+            send,
+            conn,
+            since: now,
+        });
+        drop(list);
+        // Closed outside the lock.
+        drop(dropped);
+    }
+
+    /// Idle connections now (for tests).
+    pub fn idle_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    // A poisoned lock only means a thread panicked while holding it; the list is still a list.
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Idle>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+// === impl Driven ===
+
+impl Driven {
+    /// Moves the connection on: reads what the response body is waiting for, writes what is
+    /// left of the request. A connection that ended is let go.
+    pub fn poll(&mut self, cx: &mut Context<'_>) {
+        if let Some(c) = self.conn.as_mut()
+            && Pin::new(c).poll(cx).is_ready()
+        {
+            self.conn = None;
+        }
+    }
+
+    /// The response ended whole: the connection is polled once more, to settle into waiting
+    /// for the next request, and goes back to the cache.
+    pub fn finish(mut self: Box<Self>, cx: &mut Context<'_>) {
+        self.poll(cx);
+        let Driven { send, conn, home } = *self;
+        if let Some(conn) = conn {
+            home.checkin(send, conn);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Connections to a plain-HTTP upstream (`src/proxy/h1_conns.rs`): reused across calls and
+//! across agent connections, one per call in flight, and never reused after a broken
+//! response.
+#![cfg(test)]
+
+mod support;
+
+use http::StatusCode;
+use serde_json::json;
+use std::sync::Arc;
+use strata::testbed::client::{McpClient, Transport};
+
+use strata::app::Running;
+use strata::config::Config;
+use support::LIMIT;
+use support::raw::{Act, RawUpstream, healthy_body};
+use tokio::task::JoinSet;
+
+use Transport::{Http1, Http2};
+
+fn act(tool: &str) -> Act {
+    match tool {
+        "reset_json" => Act::ResetMidJson,
+        _ => Act::Healthy,
+    }
+}
+
+async fn setup(tweak: impl FnOnce(&mut Config)) -> (RawUpstream, Running) {
+    let upstream = RawUpstream::spawn(act).await;
+    let strata = support::strata(upstream.addr, tweak).await;
+    (upstream, strata)
+}
+
+fn agent(strata: &Running, transport: Transport) -> McpClient {
+    McpClient::modern(strata.listen)
+        .with_transport(transport)
+        .with_timeout(LIMIT)
+}
+
+/// Calls one after another — on one agent connection, then each on an agent connection of its
+/// own, h1 and h2 — all go out on the one upstream connection the first call opened.
+#[tokio::test]
+async fn one_upstream_connection_serves_calls_one_after_another() {
+    let (upstream, strata) = setup(|_| {}).await;
+    let one = agent(&strata, Http1);
+    for _ in 0..20 {
+        let reply = one.call_tool("healthy", json!({})).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, healthy_body(&reply.id).as_bytes());
+    }
+    for transport in [Http1, Http2] {
+        for _ in 0..10 {
+            let reply = agent(&strata, transport)
+                .call_tool("healthy", json!({}))
+                .await
+                .unwrap();
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+    }
+    assert_eq!(upstream.connections(), 1);
+}
+
+/// Eight agents calling at once: at most one upstream connection per call in flight, and the
+/// later rounds open none.
+#[tokio::test]
+async fn concurrent_calls_take_a_connection_each_and_give_it_back() {
+    let (upstream, strata) = setup(|_| {}).await;
+    let agents: Vec<Arc<McpClient>> = (0..8).map(|_| Arc::new(agent(&strata, Http1))).collect();
+    let round = || async {
+        let mut calls = JoinSet::new();
+        for a in &agents {
+            let a = a.clone();
+            calls.spawn(async move { a.call_tool("healthy", json!({})).await.unwrap() });
+        }
+        while let Some(reply) = calls.join_next().await {
+            let reply = reply.unwrap();
+            assert_eq!(reply.status, StatusCode::OK);
+            assert_eq!(reply.body, healthy_body(&reply.id).as_bytes());
+        }
+    };
+    round().await;
+    let opened = upstream.connections();
+    assert!((1..=8).contains(&opened), "{opened}");
+    for _ in 0..10 {
+        round().await;
+    }
+    assert!(upstream.connections() <= 8, "{}", upstream.connections());
+}
+
+/// A response the upstream broke off (a reset mid-body) takes its connection with it: the next
+/// call opens a new one and succeeds; a whole response gives its connection back.
+#[tokio::test]
+async fn a_broken_response_does_not_give_its_connection_back() {
+    let (upstream, strata) = setup(|_| {}).await;
+    let one = agent(&strata, Http1);
+    let reply = one.call_tool("healthy", json!({})).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(upstream.connections(), 1);
+    let broken = one.call_tool("reset_json", json!({})).await.unwrap();
+    assert!(broken.broken.is_some(), "{broken:?}");
+    for _ in 0..3 {
+        let reply = one.call_tool("healthy", json!({})).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, healthy_body(&reply.id).as_bytes());
+    }
+    // The first connection carried the reset; one new connection served the rest.
+    assert_eq!(upstream.connections(), 2);
+}

@@ -16,6 +16,7 @@
 //! A top-level array is a batch (2025-03-26): each element is one message.
 
 use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS, ToolEntry};
+use strings::Wide;
 
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
 pub const MAX_DEPTH: usize = 127;
@@ -178,6 +179,8 @@ pub struct JsonScanner {
     /// An unfinished UTF-8 sequence at a chunk's end.
     utf8: [u8; 4],
     utf8_len: usize,
+    /// How string content that is only validated is scanned on this CPU.
+    wide: Wide,
 }
 
 // === impl JsonScanner ===
@@ -211,6 +214,7 @@ impl JsonScanner {
             key_overflow: false,
             utf8: [0; 4],
             utf8_len: 0,
+            wide: Wide::detect(),
         }
     }
 
@@ -538,10 +542,14 @@ impl JsonScanner {
         let len = chunk.len();
         loop {
             let rest = &chunk[i..];
-            let p = string_run(rest);
-            if self.dest != Dest::None {
+            let p = if self.dest == Dest::None {
+                // Only validated: whole blocks at a time, short escapes included.
+                self.wide.skip(rest)
+            } else {
+                let p = string_run(rest);
                 self.capture(&rest[..p]);
-            }
+                p
+            };
             let Some(&stop) = rest.get(p) else {
                 return Ok(len);
             };
@@ -1152,6 +1160,12 @@ fn word_run(seg: &[u8]) -> usize {
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod sse2;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod strings;
 
 #[cfg(test)]
 mod tests;

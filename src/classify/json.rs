@@ -153,6 +153,9 @@ pub struct JsonScanner {
     /// Bit i set: the container at depth i+1 is an object.
     stack: [u64; 2],
     depth: usize,
+    /// The innermost open container is an object: `stack`'s top bit, kept apart because
+    /// every `,` and closing bracket asks (a shift and mask through memory otherwise).
+    in_object: bool,
     started: bool,
     batch: bool,
     /// Depth of an envelope's members (1 for a single message, 2 inside a batch).
@@ -199,6 +202,7 @@ impl JsonScanner {
         state: State::Value { close: false },
         stack: [0; 2],
         depth: 0,
+        in_object: false,
         started: false,
         batch: false,
         env_level: 1,
@@ -256,6 +260,7 @@ impl JsonScanner {
     pub fn reset(&mut self) {
         self.state = State::Value { close: false };
         self.depth = 0;
+        self.in_object = false;
         self.started = false;
         self.batch = false;
         self.env_level = 1;
@@ -874,6 +879,7 @@ impl JsonScanner {
             self.stack[word] &= !(1 << bit);
         }
         self.depth += 1;
+        self.in_object = object;
         Ok(if object {
             State::Key { close: true }
         } else {
@@ -888,8 +894,9 @@ impl JsonScanner {
     }
 
     fn close<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
-        let was_object = self.top_is_object();
+        let was_object = self.in_object;
         self.depth -= 1;
+        self.in_object = self.stack_says_object();
         if self.depth >= self.quiet {
             // Still inside an untracked container.
             self.state = State::AfterValue;
@@ -965,8 +972,15 @@ impl JsonScanner {
         Ok(())
     }
 
+    #[inline(always)]
     fn top_is_object(&self) -> bool {
-        let d = self.depth - 1;
+        self.in_object
+    }
+
+    /// Whether the container open at the current depth is an object, from the stack.
+    #[inline(always)]
+    fn stack_says_object(&self) -> bool {
+        let d = self.depth.wrapping_sub(1);
         self.depth > 0 && self.stack[d / 64] & (1 << (d % 64)) != 0
     }
 

@@ -412,7 +412,12 @@ impl SseFramer {
             }
             Field::Event => self.event_type.push(bytes),
             Field::Id => {
-                self.id_nul |= memchr::memchr(0, bytes).is_some();
+                // Ids are short: a byte loop beats memchr's setup.
+                self.id_nul |= if bytes.len() < 32 {
+                    bytes.contains(&0)
+                } else {
+                    memchr::memchr(0, bytes).is_some()
+                };
                 self.id_line.push(bytes);
             }
             Field::Retry => {

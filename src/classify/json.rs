@@ -1151,6 +1151,19 @@ fn string_run(seg: &[u8]) -> usize {
     }
 }
 
+/// [`string_run`] over exactly 16 bytes (16 when none stops): one compare on x86-64.
+#[inline(always)]
+fn head_run(head: &[u8; 16]) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        sse2::head_run(head)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        word_run(head)
+    }
+}
+
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 #[inline]
 fn portable_string_run(seg: &[u8]) -> usize {

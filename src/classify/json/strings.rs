@@ -157,7 +157,10 @@ impl Wide {
         if rest.len() < BLOCK || matches!(self, Wide::Narrow) {
             return super::string_run(rest);
         }
-        let head = super::string_run(&rest[..HEAD]);
+        let Ok(first) = <&[u8; HEAD]>::try_from(&rest[..HEAD]) else {
+            return super::string_run(rest);
+        };
+        let head = super::head_run(first);
         if head < HEAD && rest[head] != b'\\' {
             return head;
         }

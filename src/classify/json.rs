@@ -662,13 +662,18 @@ impl JsonScanner {
         let State::Literal { word, .. } = self.state else {
             return Ok(i);
         };
-        let rest = &word.bytes()[1..];
-        match chunk.get(i..i + rest.len()) {
-            Some(got) if got == rest => {
+        // Fixed-size compares: a slice compare here was a `memcmp` call per literal.
+        let whole = match word {
+            Word::True => tail_matches(chunk, i, b"rue"),
+            Word::False => tail_matches(chunk, i, b"alse"),
+            Word::Null => tail_matches(chunk, i, b"ull"),
+        };
+        match whole {
+            Some(true) => {
                 self.end_value(sink);
-                Ok(i + rest.len())
+                Ok(i + word.bytes().len() - 1)
             }
-            Some(_) => Err(Malformed::Syntax),
+            Some(false) => Err(Malformed::Syntax),
             None => Ok(i),
         }
     }
@@ -1023,6 +1028,13 @@ impl JsonScanner {
             Dest::Slot(slot) => self.envelope.push(slot, bytes),
         }
     }
+}
+
+/// Whether the `N` bytes at `i` are `want`; `None` when the chunk ends first.
+#[inline(always)]
+fn tail_matches<const N: usize>(chunk: &[u8], i: usize, want: &[u8; N]) -> Option<bool> {
+    let got = chunk.get(i..i + N)?;
+    Some(<[u8; N]>::try_from(got).is_ok_and(|got| got == *want))
 }
 
 fn literal(word: Word) -> State {

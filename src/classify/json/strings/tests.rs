@@ -123,7 +123,7 @@ fn block_logic_on_scalar_masks_matches_the_reference() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if x % 6 == 0 {
+                if x.is_multiple_of(6) {
                     alphabet[(x >> 8) as usize % alphabet.len()]
                 } else {
                     b'a'
@@ -198,7 +198,7 @@ fn levels_agree_on_random_backslash_soup() {
                     x ^= x >> 7;
                     x ^= x << 17;
                     // Mostly plain bytes, so that stops are sparse enough to reach far.
-                    if x % 8 == 0 {
+                    if x.is_multiple_of(8) {
                         alphabet[(x >> 8) as usize % alphabet.len()]
                     } else {
                         b'a'

@@ -254,6 +254,9 @@ fn text() -> impl Strategy<Value = String> {
         .prop_map(str::to_string),
         2 => "\\PC{0,12}",
         1 => "[a-z]{40,80}",
+        // Tool-output-like text longer than the scanner's 64-byte blocks, with characters the
+        // printer escapes (so escapes and backslash runs straddle block and chunk boundaries).
+        1 => "[a-z \"\\\\/\n\t\u{1}é東]{50,300}",
     ]
 }
 

@@ -93,7 +93,9 @@ pub fn ids_equal<const A: usize, const B: usize>(a: &Captured<A>, b: &Captured<B
     match (a.kind, b.kind) {
         (Kind::String, Kind::String) => a.same_bytes(b),
         (Kind::Number, Kind::Number) => {
-            if a.truncated() || b.truncated() {
+            // The same token is the same number (the usual case: the response echoes the
+            // request's id); only different spellings need reading as numbers.
+            if a.truncated() || b.truncated() || a.same_bytes(b) {
                 return a.same_bytes(b);
             }
             match (number(a.bytes()), number(b.bytes())) {

@@ -338,10 +338,10 @@ impl Exchange {
             return;
         }
         self.scan = match content {
-            ContentKind::Json => Scan::Json(Box::new(JsonScanner::for_responses())),
+            ContentKind::Json => Scan::Json(JsonScanner::boxed_for_responses()),
             ContentKind::Sse => {
                 self.correlator.sse = true;
-                Scan::Sse(Box::default())
+                Scan::Sse(SseFramer::boxed())
             }
             ContentKind::Other => Scan::None,
         };

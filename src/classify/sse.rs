@@ -123,35 +123,68 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// setup are worth it.
 #[inline]
 fn line_end(bytes: &[u8]) -> Option<usize> {
-    let head = bytes.len().min(16);
-    if let Some(p) = bytes[..head].iter().position(|&b| b == b'\n' || b == b'\r') {
-        return Some(p);
+    const HEAD: usize = 16;
+    let Some(head) = bytes.get(..HEAD) else {
+        return bytes.iter().position(|&b| b == b'\n' || b == b'\r');
+    };
+    // Two words of SWAR arithmetic rather than a byte loop (a branch per byte).
+    for (k, word) in head.chunks_exact(8).enumerate() {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(word);
+        let ends = line_end_bits(u64::from_le_bytes(le));
+        if ends != 0 {
+            return Some(8 * k + (ends.trailing_zeros() / 8) as usize);
+        }
     }
-    memchr2(b'\n', b'\r', &bytes[head..]).map(|p| head + p)
+    memchr2(b'\n', b'\r', &bytes[HEAD..]).map(|p| HEAD + p)
+}
+
+/// The high bit of each byte of `w` (little-endian) that is LF or CR. Only the lowest set
+/// byte is exact: a borrow can flag bytes above a true hit, never below one.
+#[inline(always)]
+fn line_end_bits(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let lf = w ^ (ONES * u64::from(b'\n'));
+    let cr = w ^ (ONES * u64::from(b'\r'));
+    ((lf.wrapping_sub(ONES) & !lf) | (cr.wrapping_sub(ONES) & !cr)) & HIGHS
 }
 
 impl SseFramer {
+    /// A fresh framer but for its scanner's run-time string level: a constant, for the same
+    /// reason as `JsonScanner::FRESH` (a boxed framer is one copy from read-only memory).
+    const FRESH: SseFramer = SseFramer {
+        bom: 0,
+        bom_done: false,
+        pending_cr: false,
+        line: Line::Start,
+        name: [0; MAX_FIELD_NAME],
+        name_len: 0,
+        name_overflow: false,
+        data_lines: 0,
+        data_bytes: 0,
+        event_type: Captured::new(),
+        last_event_id: Captured::new(),
+        id_buffer: Captured::new(),
+        id_line: Captured::new(),
+        id_nul: false,
+        retry_ms: None,
+        retry_digits: None,
+        events: 0,
+        scanner: JsonScanner::FRESH_RESPONSES,
+    };
+
     pub fn new() -> Self {
-        Self {
-            bom: 0,
-            bom_done: false,
-            pending_cr: false,
-            line: Line::Start,
-            name: [0; MAX_FIELD_NAME],
-            name_len: 0,
-            name_overflow: false,
-            data_lines: 0,
-            data_bytes: 0,
-            event_type: Captured::new(),
-            last_event_id: Captured::new(),
-            id_buffer: Captured::new(),
-            id_line: Captured::new(),
-            id_nul: false,
-            retry_ms: None,
-            retry_digits: None,
-            events: 0,
-            scanner: JsonScanner::for_responses(),
-        }
+        let mut framer = Self::FRESH;
+        framer.scanner.detect_wide();
+        framer
+    }
+
+    /// [`Self::new`], boxed: built in place on the heap.
+    pub fn boxed() -> Box<Self> {
+        let mut framer = Box::new(Self::FRESH);
+        framer.scanner.detect_wide();
+        framer
     }
 
     /// Events dispatched so far (with data; priming events included).
@@ -379,7 +412,12 @@ impl SseFramer {
             }
             Field::Event => self.event_type.push(bytes),
             Field::Id => {
-                self.id_nul |= memchr::memchr(0, bytes).is_some();
+                // Ids are short: a byte loop beats memchr's setup.
+                self.id_nul |= if bytes.len() < 32 {
+                    bytes.contains(&0)
+                } else {
+                    memchr::memchr(0, bytes).is_some()
+                };
                 self.id_line.push(bytes);
             }
             Field::Retry => {

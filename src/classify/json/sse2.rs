@@ -20,6 +20,22 @@ pub(super) fn string_run(seg: &[u8]) -> usize {
     }
 }
 
+/// [`super::string_run`] over exactly 16 bytes: 16 when none stops.
+#[inline]
+pub(super) fn head_run(head: &[u8; 16]) -> usize {
+    // SAFETY: as in `string_run` (SSE2 is enabled for the whole build; `head_mask` reads the
+    // array through safe code only).
+    #[allow(unsafe_code)]
+    let stops = unsafe { head_mask(head) };
+    (stops | 1 << 16).trailing_zeros() as usize
+}
+
+#[inline]
+#[target_feature(enable = "sse2")]
+fn head_mask(head: &[u8; 16]) -> u32 {
+    stop_mask(head)
+}
+
 #[target_feature(enable = "sse2")]
 fn run(seg: &[u8]) -> usize {
     let mut base = 0;

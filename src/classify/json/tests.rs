@@ -286,3 +286,83 @@ fn string_runs_stop_at_the_first_stop_byte() {
         }
     }
 }
+
+/// The scanner on each string level this CPU has, cut every `step` bytes.
+fn verdict_with(wide: Wide, input: &[u8], step: usize) -> Result<Document, Malformed> {
+    let mut scanner = JsonScanner::for_responses();
+    scanner.wide = wide;
+    let mut sink = |_: &Envelope| {};
+    for chunk in input.chunks(step.max(1)) {
+        scanner.feed(chunk, &mut sink);
+    }
+    scanner.finish(&mut sink)
+}
+
+/// Wide string scanning changes nothing: every level gives the narrow level's verdict, at
+/// every chunk step, with escapes and errors straddling 16-, 32- and 64-byte blocks and the
+/// chunks' ends.
+#[test]
+fn wide_string_levels_give_the_narrow_verdict_at_any_split() {
+    let pieces: &[&[u8]] = &[
+        br"\n",
+        br"\\",
+        br"\\\",
+        br#"\""#,
+        br#"\\\\\""#,
+        br"\u00e9",
+        br"\ud83d\ude00",
+        br"\ud83d",
+        br"\ude00",
+        br"\u12",
+        br"\x",
+        b"\x01",
+        b"\\\x0a",
+        "é東".as_bytes(),
+        b"\xff",
+        b"\"",
+    ];
+    let levels = Wide::all();
+    for piece in pieces {
+        for at in (0..140).step_by(3) {
+            let mut text = vec![b'a'; 150];
+            text.splice(at..at + piece.len(), piece.iter().copied());
+            for doc in [
+                [
+                    &br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":""#[..],
+                    &text,
+                    br#""}]}}"#,
+                ]
+                .concat(),
+                [&b"\""[..], &text, b"\""].concat(),
+            ] {
+                let want = verdict_with(Wide::Narrow, &doc, doc.len());
+                for &wide in &levels {
+                    for step in [
+                        1,
+                        2,
+                        3,
+                        5,
+                        7,
+                        13,
+                        16,
+                        31,
+                        32,
+                        33,
+                        63,
+                        64,
+                        65,
+                        100,
+                        doc.len(),
+                    ] {
+                        assert_eq!(
+                            verdict_with(wide, &doc, step),
+                            want,
+                            "{wide:?} step {step} in {}",
+                            String::from_utf8_lossy(&doc)
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -164,3 +164,26 @@ fn an_id_with_nul_past_the_capture_cap_is_ignored() {
     let (_, framer) = every_split(kept.as_bytes());
     assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("e1"));
 }
+
+#[test]
+fn line_end_finds_the_first_lf_or_cr() {
+    for len in 0..40 {
+        for at in 0..=len {
+            for end in [b'\n', b'\r'] {
+                let mut bytes = vec![b'a'; len];
+                // Bytes that a borrow could confuse: LF/CR plus or minus one.
+                for (k, b) in bytes.iter_mut().enumerate() {
+                    *b = [b'a', 0x0B, 0x0C, 0x0E, 0x09, 0x8A, 0x8D][k % 7];
+                }
+                if at < len {
+                    bytes[at] = end;
+                    if at + 1 < len {
+                        bytes[at + 1] = b'\n';
+                    }
+                }
+                let want = bytes.iter().position(|&b| b == b'\n' || b == b'\r');
+                assert_eq!(line_end(&bytes), want, "{bytes:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Validating string content 64 bytes at a time, escapes included (simdjson's approach).
+//!
+//! Tool output is text with an escape every few dozen bytes (`\n` ends every line). A run
+//! loop that stops at each backslash leaves its vector loop there, on a branch that cannot
+//! be predicted; here each 64-byte block is judged whole from five bit masks (one bit per
+//! byte) instead, and the loop leaves only where the string ends or something needs the
+//! scalar path. The masks come from AVX-512BW or AVX2 (`avx512.rs`, `avx2.rs`, picked at run
+//! time); the bit arithmetic on them is here, shared by both.
+//!
+//! Only content that is validated and not captured comes here (captured strings are short
+//! and decode their escapes on the scalar path).
+
+// Elsewhere only `Wide::Narrow` exists: the block arithmetic is then used by tests alone.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+#[cfg(target_arch = "x86_64")]
+use super::{avx2::Avx2, avx512::Avx512};
+
+/// Bytes per block.
+pub(super) const BLOCK: usize = 64;
+
+/// One block's bytes by class, bit k for byte k.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Masks {
+    /// `"` and raw control characters (below 0x20): unescaped, they end the fast path.
+    pub(super) quote_or_control: u64,
+    pub(super) backslash: u64,
+    /// Bytes that may not follow a backslash in a short escape: anything but
+    /// `" \ / b f n r t`. `u` is among them: `\uXXXX` goes to the scalar path (hex digits and
+    /// the surrogate rules).
+    pub(super) not_short_escape: u64,
+}
+
+/// The short-escape letters `" \ / b f n r t` by nibble, for a `vpshufb` lookup: each high
+/// nibble that has letters gets a bit (0x2_ → 1 for `"` `/`, 0x5_ → 2 for `\`, 0x6_ → 4 for
+/// `b` `f` `n`, 0x7_ → 8 for `r` `t`); each low nibble lists the high nibbles that make a
+/// letter with it. A byte is a letter when the two lookups share a bit (bytes from 0x80 look
+/// up high nibbles 8–F: none).
+pub(super) const HIGH_NIBBLES: [u8; 16] = [0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0];
+pub(super) const LOW_NIBBLES: [u8; 16] = {
+    let mut t = [0u8; 16];
+    t[0x2] = 1 | 4 | 8; // " b r
+    t[0x4] = 8; // t
+    t[0x6] = 4; // f
+    t[0xC] = 2; // \
+    t[0xE] = 4; // n
+    t[0xF] = 1; // /
+    t
+};
+
+/// The bytes escaped by a backslash: those after an odd-length run of backslashes. `carry`
+/// is 1 when the block's first byte is escaped by a run that ended the block before, and is
+/// set the same way for the next block.
+///
+/// A run starting on an even bit escapes the byte after it when it ends on an odd bit, and
+/// the other way round; adding the run's start bit to the run carries out of its end, which
+/// gives that parity for all runs at once (simdjson, "Parsing Gigabytes of JSON per Second",
+/// §3.1.1).
+#[inline(always)]
+pub(super) fn escaped(backslash: u64, carry: &mut u64) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    // A backslash escaped by the block before does not start a run.
+    let backslash = backslash & !*carry;
+    let follows_escape = (backslash << 1) | *carry;
+    let odd_starts = backslash & !EVEN & !follows_escape;
+    let (sum, overflow) = odd_starts.overflowing_add(backslash);
+    *carry = u64::from(overflow);
+    let invert = sum << 1;
+    (EVEN ^ invert) & follows_escape
+}
+
+/// Where the scalar path takes over in a block, if anywhere: `Some((k, back))` means at byte
+/// `k - back` — an unescaped quote or control character at `k` (`back` 0), or the backslash
+/// before an escaped byte `k` that is not a short escape (`back` 1; `k` may be 0, the
+/// backslash then ends the block before). `None`: the whole block is valid content.
+#[inline(always)]
+pub(super) fn stop(m: Masks, carry: &mut u64) -> Option<(u32, u32)> {
+    let escaped = escaped(m.backslash, carry);
+    let odd_escape = escaped & m.not_short_escape;
+    let stops = (m.quote_or_control & !escaped) | odd_escape;
+    if stops == 0 {
+        return None;
+    }
+    let k = stops.trailing_zeros();
+    Some((k, ((odd_escape >> k) & 1) as u32))
+}
+
+/// Whole blocks in `rest`, then whatever is left: the offset of the first byte the scalar
+/// string loop must look at — a quote, a control character or a backslash that is not
+/// escaped — or `rest.len()`. `masks` classifies one block.
+#[inline(always)]
+pub(super) fn skip_blocks(rest: &[u8], masks: impl Fn(&[u8; BLOCK]) -> Masks) -> usize {
+    let mut carry = 0;
+    let mut base = 0;
+    let mut blocks = rest.chunks_exact(BLOCK);
+    for block in &mut blocks {
+        let Ok(block) = <&[u8; BLOCK]>::try_from(block) else {
+            break;
+        };
+        if let Some((k, back)) = stop(masks(block), &mut carry) {
+            // `back` is 1 with `k` 0 only after a block that set `carry`: base >= BLOCK.
+            return (base + k as usize).saturating_sub(back as usize);
+        }
+        base += BLOCK;
+    }
+    if carry != 0 {
+        // The last block ended in an unpaired backslash: the scalar path takes its escape.
+        return base - 1;
+    }
+    base + super::string_run(blocks.remainder())
+}
+
+/// The widest block classifier this CPU has, decided once per scanner. Its variants hold
+/// the proof of detection, so no code can reach a `target_feature` function without it.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Wide {
+    #[cfg(target_arch = "x86_64")]
+    Avx512(Avx512),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2),
+    /// Runs only ([`super::string_run`]): escapes are taken one at a time.
+    Narrow,
+}
+
+impl Wide {
+    pub(super) fn detect() -> Wide {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(avx512) = Avx512::detect() {
+                return Wide::Avx512(avx512);
+            }
+            if let Some(avx2) = Avx2::detect() {
+                return Wide::Avx2(avx2);
+            }
+        }
+        Wide::Narrow
+    }
+
+    /// Every level this CPU runs, widest first (tests compare them).
+    #[cfg(test)]
+    pub(super) fn all() -> Vec<Wide> {
+        let mut all = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            all.extend(Avx512::detect().map(Wide::Avx512));
+            all.extend(Avx2::detect().map(Wide::Avx2));
+        }
+        all.push(Wide::Narrow);
+        all
+    }
+
+    /// The offset in `rest` (string content, not mid-escape) of the first byte the scalar
+    /// string loop must look at: a quote, a control character, a backslash it must take
+    /// itself, or `rest.len()`. Short escapes before it are valid.
+    #[inline(always)]
+    pub(super) fn skip(self, rest: &[u8]) -> usize {
+        // Most strings are short (names, types, enum values): when the first 16 bytes hold
+        // the closing quote, the narrow run finds it for less than one wide block costs.
+        const HEAD: usize = 16;
+        if rest.len() < BLOCK || matches!(self, Wide::Narrow) {
+            return super::string_run(rest);
+        }
+        let Ok(first) = <&[u8; HEAD]>::try_from(&rest[..HEAD]) else {
+            return super::string_run(rest);
+        };
+        let head = super::head_run(first);
+        if head < HEAD && rest[head] != b'\\' {
+            return head;
+        }
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx512(avx512) => avx512.skip(rest),
+            #[cfg(target_arch = "x86_64")]
+            Wide::Avx2(avx2) => avx2.skip(rest),
+            Wide::Narrow => super::string_run(rest),
+        }
+    }
+}
+
+/// The masks byte by byte: the reference the vector classifiers are tested against.
+#[cfg(test)]
+pub(super) fn scalar_masks(block: &[u8; BLOCK]) -> Masks {
+    let mut m = Masks {
+        quote_or_control: 0,
+        backslash: 0,
+        not_short_escape: 0,
+    };
+    for (k, &b) in block.iter().enumerate() {
+        let bit = 1u64 << k;
+        if b == b'"' || b < 0x20 {
+            m.quote_or_control |= bit;
+        }
+        if b == b'\\' {
+            m.backslash |= bit;
+        }
+        if !matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+            m.not_short_escape |= bit;
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests;

@@ -10,8 +10,10 @@
 //! per connection. `https://` upstreams keep hyper-util's client (TLS, h2 by ALPN).
 //!
 //! Idle connections are not polled. One the server closed while idle is found at checkout
-//! (polled once, it has ended) and dropped; one idle for [`POOL_IDLE_TIMEOUT`] or longer is
-//! dropped unused (below the servers' own keep-alive timeouts: see `client.rs`). A request
+//! (polled once, it has ended) and dropped; one idle for the idle limit ([`POOL_IDLE_TIMEOUT`]
+//! in service, below the servers' own keep-alive timeouts: see `client.rs`) is closed unused —
+//! at checkout, check-in, or by a sweep every half limit, so a quiet sidecar does not keep
+//! sockets the server has closed (CLOSE_WAIT). A request
 //! that a reused connection refused unsent — it closed just then; hyper hands the request
 //! back — goes once more on a new connection, as hyper-util's client does. At most
 //! [`MAX_IDLE`] connections wait; the oldest go first.
@@ -31,6 +33,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+#[cfg(doc)]
 use super::client::POOL_IDLE_TIMEOUT;
 use super::replay::RequestBody;
 
@@ -45,6 +48,7 @@ pub struct H1Conns {
     host: Box<str>,
     port: u16,
     connect_timeout: Duration,
+    idle_limit: Duration,
     builder: http1::Builder,
     idle: Mutex<VecDeque<Idle>>,
 }
@@ -92,19 +96,41 @@ impl SendError {
 // === impl H1Conns ===
 
 impl H1Conns {
-    pub fn new(authority: &Authority, connect_timeout: Duration) -> Arc<H1Conns> {
+    /// The cache for `authority`; its sweep runs on the current tokio runtime, if any, until
+    /// the cache is dropped.
+    pub fn new(
+        authority: &Authority,
+        connect_timeout: Duration,
+        idle_limit: Duration,
+    ) -> Arc<H1Conns> {
         // `[::1]` in a URI is `::1` to a socket.
         let host = authority
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        Arc::new(H1Conns {
+        let conns = Arc::new(H1Conns {
             host: host.into(),
             port: authority.port_u16().unwrap_or(80),
             connect_timeout,
+            idle_limit,
             builder: http1::Builder::new(),
             idle: Mutex::new(VecDeque::new()),
-        })
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let cache = Arc::downgrade(&conns);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(idle_limit / 2);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(conns) = cache.upgrade() else {
+                        return;
+                    };
+                    conns.sweep();
+                }
+            });
+        }
+        conns
     }
 
     /// Sends `request` on an idle connection, or a new one, and drives that connection until
@@ -158,7 +184,7 @@ impl H1Conns {
             let mut idle = {
                 let mut list = self.lock();
                 let idle = list.pop_back()?;
-                if idle.since.elapsed() >= POOL_IDLE_TIMEOUT {
+                if idle.since.elapsed() >= self.idle_limit {
                     // The rest are older still.
                     let expired: Vec<Idle> = list.drain(..).collect();
                     drop(list);
@@ -198,11 +224,7 @@ impl H1Conns {
     fn checkin(&self, send: SendRequest<RequestBody>, conn: Conn) {
         let now = Instant::now();
         let mut list = self.lock();
-        let fresh = list
-            .iter()
-            .position(|i| now.duration_since(i.since) < POOL_IDLE_TIMEOUT)
-            .unwrap_or(list.len());
-        let mut dropped: Vec<Idle> = list.drain(..fresh).collect();
+        let mut dropped = self.expired(&mut list, now);
         if list.len() >= MAX_IDLE {
             dropped.extend(list.pop_front());
         }
@@ -214,6 +236,23 @@ impl H1Conns {
         drop(list);
         // Closed outside the lock.
         drop(dropped);
+    }
+
+    /// Closes the connections idle for the limit or longer.
+    fn sweep(&self) {
+        let mut list = self.lock();
+        let expired = self.expired(&mut list, Instant::now());
+        drop(list);
+        drop(expired);
+    }
+
+    /// Takes the connections idle for the limit or longer (the oldest are at the front).
+    fn expired(&self, list: &mut VecDeque<Idle>, now: Instant) -> Vec<Idle> {
+        let fresh = list
+            .iter()
+            .position(|i| now.duration_since(i.since) < self.idle_limit)
+            .unwrap_or(list.len());
+        list.drain(..fresh).collect()
     }
 
     /// Idle connections now (for tests).
@@ -250,3 +289,6 @@ impl Driven {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

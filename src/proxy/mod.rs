@@ -155,8 +155,13 @@ impl Proxy {
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
         });
-        let h1 = (scheme == Scheme::HTTP)
-            .then(|| H1Conns::new(&config.upstream.authority, config.timeouts.connect));
+        let h1 = (scheme == Scheme::HTTP).then(|| {
+            H1Conns::new(
+                &config.upstream.authority,
+                config.timeouts.connect,
+                client::POOL_IDLE_TIMEOUT,
+            )
+        });
         Ok(Arc::new(Proxy {
             client,
             h1,

@@ -16,33 +16,13 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use strata::app::Running;
 use strata::classify::Outcome;
-use strata::config::Config;
 use strata::testbed::client::{McpClient, Reply, SseReader, Transport};
-use support::raw::{Act, Beside, RawUpstream, healthy_body};
+use support::raw::{Beside, healthy_body, setup};
 use support::{CallKey, LIMIT, just};
 use tokio::time::{Instant, sleep, timeout};
 
 use Outcome::*;
 use Transport::{Http1, Http2};
-
-fn act(tool: &str) -> Act {
-    match tool {
-        "reset_json" => Act::ResetMidJson,
-        "reset_sse" => Act::ResetMidSse,
-        "stall" => Act::StallAfterHead,
-        "watch" => Act::SseThenWatch,
-        "never" => Act::NeverAnswer,
-        "garbage" => Act::Garbage,
-        "then_close" => Act::AnswerThenClose,
-        _ => Act::Healthy,
-    }
-}
-
-async fn setup(tweak: impl FnOnce(&mut Config)) -> (RawUpstream, Running) {
-    let upstream = RawUpstream::spawn(act).await;
-    let strata = support::strata(upstream.addr, tweak).await;
-    (upstream, strata)
-}
 
 fn client(strata: &Running, transport: Transport) -> McpClient {
     McpClient::modern(strata.listen)

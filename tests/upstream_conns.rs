@@ -11,25 +11,11 @@ use std::sync::Arc;
 use strata::testbed::client::{McpClient, Transport};
 
 use strata::app::Running;
-use strata::config::Config;
 use support::LIMIT;
-use support::raw::{Act, RawUpstream, healthy_body};
+use support::raw::{healthy_body, setup};
 use tokio::task::JoinSet;
 
 use Transport::{Http1, Http2};
-
-fn act(tool: &str) -> Act {
-    match tool {
-        "reset_json" => Act::ResetMidJson,
-        _ => Act::Healthy,
-    }
-}
-
-async fn setup(tweak: impl FnOnce(&mut Config)) -> (RawUpstream, Running) {
-    let upstream = RawUpstream::spawn(act).await;
-    let strata = support::strata(upstream.addr, tweak).await;
-    (upstream, strata)
-}
 
 fn agent(strata: &Running, transport: Transport) -> McpClient {
     McpClient::modern(strata.listen)

@@ -24,9 +24,7 @@ pub fn act(tool: &str) -> Act {
 }
 
 pub async fn setup(tweak: impl FnOnce(&mut Config)) -> (RawUpstream, Running) {
-    let upstream = RawUpstream::spawn(act).await;
-    let strata = super::strata(upstream.addr, tweak).await;
-    (upstream, strata)
+    super::raw::setup_with(act, tweak).await
 }
 
 pub fn limit_hits(strata: &Running, limit: &str) -> u64 {

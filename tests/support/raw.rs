@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use strata::app::Running;
+use strata::config::Config;
 use strata::testbed::client::{McpClient, Transport};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -41,6 +43,35 @@ pub enum Act {
     NeverAnswer,
     /// Answers with bytes that are not HTTP, then closes.
     Garbage,
+}
+
+/// The fault matrix's catalogue: the act each tool name asks for; any other is healthy.
+pub fn by_tool(tool: &str) -> Act {
+    match tool {
+        "reset_json" => Act::ResetMidJson,
+        "reset_sse" => Act::ResetMidSse,
+        "stall" => Act::StallAfterHead,
+        "watch" => Act::SseThenWatch,
+        "never" => Act::NeverAnswer,
+        "garbage" => Act::Garbage,
+        "then_close" => Act::AnswerThenClose,
+        _ => Act::Healthy,
+    }
+}
+
+/// A raw upstream acting [`by_tool`], and strata in front of it.
+pub async fn setup(tweak: impl FnOnce(&mut Config)) -> (RawUpstream, Running) {
+    setup_with(by_tool, tweak).await
+}
+
+/// A raw upstream acting `act`, and strata in front of it.
+pub async fn setup_with(
+    act: fn(&str) -> Act,
+    tweak: impl FnOnce(&mut Config),
+) -> (RawUpstream, Running) {
+    let upstream = RawUpstream::spawn(act).await;
+    let strata = super::strata(upstream.addr, tweak).await;
+    (upstream, strata)
 }
 
 /// The healthy answer's body for a request id: what the agent must receive unchanged.

@@ -118,18 +118,7 @@ fn block_logic_on_scalar_masks_matches_the_reference() {
     let alphabet = br#"\\\n"u/x "#;
     for _ in 0..20_000 {
         let len = 64 + (x % 200) as usize;
-        let rest: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                if x.is_multiple_of(6) {
-                    alphabet[(x >> 8) as usize % alphabet.len()]
-                } else {
-                    b'a'
-                }
-            })
-            .collect();
+        let rest = sparse_text(&mut x, len, alphabet, 6);
         let got = skip_blocks(&rest, scalar_masks);
         let want = reference(&rest);
         assert!(got <= want, "ran past {want} to {got} in {rest:?}");
@@ -192,21 +181,27 @@ fn levels_agree_on_random_backslash_soup() {
     for wide in Wide::all() {
         for _ in 0..20_000 {
             let len = 60 + (x % 140) as usize;
-            let rest: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    // Mostly plain bytes, so that stops are sparse enough to reach far.
-                    if x.is_multiple_of(8) {
-                        alphabet[(x >> 8) as usize % alphabet.len()]
-                    } else {
-                        b'a'
-                    }
-                })
-                .collect();
+            // Mostly plain bytes, so that stops are sparse enough to reach far.
+            let rest = sparse_text(&mut x, len, alphabet, 8);
             check(wide, &rest);
             check_exact_in_blocks(wide, &rest);
         }
     }
+}
+
+/// `len` bytes of `a`, about one in `one_in` drawn from `alphabet` instead (xorshift64 on
+/// `x`, so every run sees the same bytes).
+fn sparse_text(x: &mut u64, len: usize, alphabet: &[u8], one_in: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            if x.is_multiple_of(one_in) {
+                alphabet[(*x >> 8) as usize % alphabet.len()]
+            } else {
+                b'a'
+            }
+        })
+        .collect()
 }

@@ -288,17 +288,19 @@ impl MessageSink for Correlator {
     }
 
     fn message(&mut self, env: &Envelope) {
-        if env.shape == Kind::Object && env.method.kind != Kind::Absent && self.sse {
+        if env.shape == Kind::Object && env.method != Kind::Absent && self.sse {
             return; // a notification or server→client request on the stream
         }
-        if env.shape != Kind::Object || env.method.kind != Kind::Absent {
+        if env.shape != Kind::Object || env.method != Kind::Absent {
             return self.unmatched(env);
         }
         match env.id.kind {
             Kind::String | Kind::Number => {
-                let open = self
-                    .open()
-                    .find(|&i| self.requests.get(i).is_some_and(|r| ids_equal(&r.id, &env.id)));
+                let open = self.open().find(|&i| {
+                    self.requests
+                        .get(i)
+                        .is_some_and(|r| ids_equal(&r.id, &env.id))
+                });
                 match open {
                     Some(i) => self.judge(i, env),
                     None => {
@@ -415,7 +417,10 @@ impl Exchange {
 
     /// True once every request has its verdict (nothing more to learn from the body).
     pub fn all_settled(&self) -> bool {
-        self.correlator.calls.iter().all(|c| c.final_verdict().is_some())
+        self.correlator
+            .calls
+            .iter()
+            .all(|c| c.final_verdict().is_some())
     }
 
     /// Hands out verdicts reached since the last call (SSE: as final events arrive).

@@ -96,9 +96,11 @@ pub fn ids_equal<const A: usize, const B: usize>(a: &Captured<A>, b: &Captured<B
         (Kind::String, Kind::String) => a.same_bytes(b),
         (Kind::Number, Kind::Number) => {
             // The same token is the same number (the usual case: the response echoes the
-            // request's id); only different spellings need reading as numbers.
-            if a.truncated() || b.truncated() || a.same_bytes(b) {
-                return a.same_bytes(b);
+            // request's id); only different spellings need reading as numbers. Compared once:
+            // this runs twice per response message.
+            let same = a.same_bytes(b);
+            if same || a.truncated() || b.truncated() {
+                return same;
             }
             match (number(a.bytes()), number(b.bytes())) {
                 (Some(Number::Int(x)), Some(Number::Int(y))) => x == y,

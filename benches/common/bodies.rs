@@ -123,8 +123,9 @@ pub(crate) fn classify(requests: &[Request], content: ContentKind, body: &[u8]) 
     for chunk in body.chunks(CHUNK) {
         ex.data(chunk);
     }
-    match ex.end(BodyEnd::Complete).as_slice() {
-        [(_, _, Resolution::Final(v))] => v.outcome,
+    let mut ended = ex.end(BodyEnd::Complete);
+    match (ended.next(), ended.next()) {
+        (Some((_, _, Resolution::Final(v))), None) => v.outcome,
         _ => panic!("expected one verdict"),
     }
 }

@@ -38,7 +38,9 @@ pub enum Kind {
 pub struct Captured<const N: usize> {
     pub kind: Kind,
     buf: [u8; N],
-    len: usize,
+    /// Bytes kept (≤ `N`): a `u16` packs beside `kind` and `buf`, 8 bytes less per capture
+    /// than a `usize` (the envelope holds a dozen of them).
+    len: u16,
     total: usize,
     hash: u64,
 }
@@ -51,7 +53,8 @@ pub struct Envelope {
     pub shape: Kind,
     pub jsonrpc: Captured<MAX_SHORT_BYTES>,
     pub id: Captured<MAX_ID_BYTES>,
-    pub method: Captured<MAX_NAME_BYTES>,
+    /// The kind of `method` (its text, only a request's, is in [`RequestFields`]).
+    pub method: Kind,
     pub result: Kind,
     pub result_type: Captured<MAX_SHORT_BYTES>,
     pub is_error: Kind,
@@ -65,21 +68,33 @@ pub struct Envelope {
     pub error_code: Captured<MAX_SHORT_BYTES>,
     pub error_message: Captured<MAX_NAME_BYTES>,
     pub params: Kind,
-    /// `params.name`: the tool name of a tools/call (also prompts/get).
-    pub tool_name: Captured<MAX_NAME_BYTES>,
     /// `params.task`: a 2025-11-25 task-augmented request.
     pub params_task: Kind,
-    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28).
-    pub protocol_version: Captured<MAX_SHORT_BYTES>,
     /// `params._meta["io.modelcontextprotocol/clientCapabilities"].extensions
     /// ["io.modelcontextprotocol/tasks"]`: the client declared the Tasks extension.
     pub tasks_extension: Kind,
+    /// The `result.tools[i]` entry being scanned (tools/list): handed out one at a time.
+    pub tool_entry: ToolEntry,
+    /// What only a request carries; kept by a request scanner only (`JsonScanner::new`).
+    pub request_only: Option<Box<RequestFields>>,
+}
+
+/// The texts only requests carry. A response scanner never follows `params` and needs only
+/// `method`'s kind, so it goes without these ~470 bytes: that keeps a boxed response scanner
+/// under glibc's per-thread cache limit (1,032 bytes), where a larger one costs ~500
+/// instructions to allocate and free, per exchange.
+#[derive(Clone, Debug, Default)]
+pub struct RequestFields {
+    pub method: Captured<MAX_NAME_BYTES>,
+    /// `params.name`: the tool name of a tools/call (also prompts/get).
+    pub tool_name: Captured<MAX_NAME_BYTES>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28), or
+    /// initialize's `params.protocolVersion`.
+    pub protocol_version: Captured<MAX_SHORT_BYTES>,
     /// `params.clientInfo` (initialize) or `params._meta["io.modelcontextprotocol/clientInfo"]`
     /// (2026-07-28): name and version, for the call log.
     pub client_name: Captured<MAX_SHORT_BYTES>,
     pub client_version: Captured<MAX_SHORT_BYTES>,
-    /// The `result.tools[i]` entry being scanned (tools/list): handed out one at a time.
-    pub tool_entry: ToolEntry,
 }
 
 /// One tool of a `tools/list` result: its name and its annotations' hints
@@ -180,7 +195,11 @@ fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
 }
 
 impl<const N: usize> Captured<N> {
+    /// `len` is a `u16`.
+    const FITS: () = assert!(N <= u16::MAX as usize);
+
     pub const fn new() -> Self {
+        let () = Self::FITS;
         Self {
             kind: Kind::Absent,
             buf: [0; N],
@@ -198,10 +217,11 @@ impl<const N: usize> Captured<N> {
     }
 
     pub(crate) fn push(&mut self, bytes: &[u8]) {
-        let room = N - self.len;
-        let take = room.min(bytes.len());
-        self.buf[self.len..self.len + take].copy_from_slice(&bytes[..take]);
-        self.len += take;
+        let len = usize::from(self.len);
+        let take = (N - len).min(bytes.len());
+        self.buf[len..len + take].copy_from_slice(&bytes[..take]);
+        // At most `N` (FITS).
+        self.len = (len + take) as u16;
         self.total += bytes.len();
         self.hash = fnv(self.hash, &bytes[take..]);
     }
@@ -209,7 +229,8 @@ impl<const N: usize> Captured<N> {
     /// Becomes a copy of `other`, copying only the bytes it holds (not the whole buffer).
     pub(crate) fn copy_from(&mut self, other: &Self) {
         self.kind = other.kind;
-        self.buf[..other.len].copy_from_slice(&other.buf[..other.len]);
+        let len = usize::from(other.len);
+        self.buf[..len].copy_from_slice(&other.buf[..len]);
         self.len = other.len;
         self.total = other.total;
         self.hash = other.hash;
@@ -217,7 +238,7 @@ impl<const N: usize> Captured<N> {
 
     /// The captured bytes (the first `N` of them).
     pub fn bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        &self.buf[..usize::from(self.len)]
     }
 
     /// The captured text, when it is whole (not truncated). Strings are decoded and valid UTF-8.
@@ -234,7 +255,7 @@ impl<const N: usize> Captured<N> {
     }
 
     pub fn truncated(&self) -> bool {
-        self.total > self.len
+        self.total > usize::from(self.len)
     }
 
     /// Full length of the value (decoded bytes for strings).
@@ -303,7 +324,7 @@ impl Envelope {
             shape: Kind::Absent,
             jsonrpc: Captured::new(),
             id: Captured::new(),
-            method: Captured::new(),
+            method: Kind::Absent,
             result: Kind::Absent,
             result_type: Captured::new(),
             is_error: Kind::Absent,
@@ -315,17 +336,14 @@ impl Envelope {
             error_code: Captured::new(),
             error_message: Captured::new(),
             params: Kind::Absent,
-            tool_name: Captured::new(),
             params_task: Kind::Absent,
-            protocol_version: Captured::new(),
             tasks_extension: Kind::Absent,
-            client_name: Captured::new(),
-            client_version: Captured::new(),
             tool_entry: ToolEntry {
                 name: Captured::new(),
                 read_only: Kind::Absent,
                 idempotent: Kind::Absent,
             },
+            request_only: None,
         }
     }
 
@@ -350,21 +368,19 @@ impl Envelope {
             error_code,
             error_message,
             params,
-            tool_name,
             params_task,
-            protocol_version,
             tasks_extension,
-            client_name,
-            client_version,
             tool_entry:
                 ToolEntry {
                     name: tool_entry_name,
                     read_only,
                     idempotent,
                 },
+            request_only,
         } = self;
         for kind in [
             shape,
+            method,
             result,
             is_error,
             content,
@@ -380,20 +396,28 @@ impl Envelope {
         ] {
             *kind = Kind::Absent;
         }
-        for short in [
-            jsonrpc,
-            result_type,
-            error_code,
-            protocol_version,
-            client_name,
-            client_version,
-        ] {
+        for short in [jsonrpc, result_type, error_code] {
             short.start(Kind::Absent);
         }
-        for name in [method, error_message, tool_name, tool_entry_name] {
+        for name in [error_message, tool_entry_name] {
             name.start(Kind::Absent);
         }
         id.start(Kind::Absent);
+        if let Some(fields) = request_only {
+            let RequestFields {
+                method,
+                tool_name,
+                protocol_version,
+                client_name,
+                client_version,
+            } = &mut **fields;
+            for name in [method, tool_name] {
+                name.start(Kind::Absent);
+            }
+            for short in [protocol_version, client_name, client_version] {
+                short.start(Kind::Absent);
+            }
+        }
     }
 
     /// A value of this slot begins: reset what an earlier duplicate key left ("last wins").
@@ -401,7 +425,12 @@ impl Envelope {
         match slot {
             Slot::Jsonrpc => self.jsonrpc.start(kind),
             Slot::Id => self.id.start(kind),
-            Slot::Method => self.method.start(kind),
+            Slot::Method => {
+                self.method = kind;
+                if let Some(fields) = &mut self.request_only {
+                    fields.method.start(kind);
+                }
+            }
             Slot::Result => {
                 self.result = kind;
                 self.result_type.start(Kind::Absent);
@@ -418,12 +447,14 @@ impl Envelope {
             }
             Slot::Params => {
                 self.params = kind;
-                self.tool_name.start(Kind::Absent);
                 self.params_task = Kind::Absent;
-                self.protocol_version.start(Kind::Absent);
                 self.tasks_extension = Kind::Absent;
-                self.client_name.start(Kind::Absent);
-                self.client_version.start(Kind::Absent);
+                if let Some(fields) = &mut self.request_only {
+                    fields.tool_name.start(Kind::Absent);
+                    fields.protocol_version.start(Kind::Absent);
+                    fields.client_name.start(Kind::Absent);
+                    fields.client_version.start(Kind::Absent);
+                }
             }
             Slot::ResultType => self.result_type.start(kind),
             Slot::IsError => self.is_error = kind,
@@ -433,16 +464,8 @@ impl Envelope {
             Slot::RequestState => self.request_state = kind,
             Slot::Code => self.error_code.start(kind),
             Slot::Message => self.error_message.start(kind),
-            Slot::ToolName => self.tool_name.start(kind),
             Slot::ParamsTask => self.params_task = kind,
-            Slot::ProtocolVersion => self.protocol_version.start(kind),
             Slot::TasksExtension => self.tasks_extension = kind,
-            Slot::ClientInfo => {
-                self.client_name.start(Kind::Absent);
-                self.client_version.start(Kind::Absent);
-            }
-            Slot::ClientName => self.client_name.start(kind),
-            Slot::ClientVersion => self.client_version.start(kind),
             Slot::Tools => {}
             Slot::ToolEntry => {
                 self.tool_entry.name.start(Kind::Absent);
@@ -458,12 +481,23 @@ impl Envelope {
             Slot::IdempotentHint => self.tool_entry.idempotent = kind,
             // Containers on the way to a field: a duplicate `_meta` drops what the first held.
             Slot::Meta => {
-                self.protocol_version.start(Kind::Absent);
                 self.tasks_extension = Kind::Absent;
-                self.client_name.start(Kind::Absent);
-                self.client_version.start(Kind::Absent);
+                if let Some(fields) = &mut self.request_only {
+                    fields.protocol_version.start(Kind::Absent);
+                    fields.client_name.start(Kind::Absent);
+                    fields.client_version.start(Kind::Absent);
+                }
             }
             Slot::ClientCapabilities | Slot::Extensions => self.tasks_extension = Kind::Absent,
+            Slot::ToolName
+            | Slot::ProtocolVersion
+            | Slot::ClientInfo
+            | Slot::ClientName
+            | Slot::ClientVersion => {
+                if let Some(fields) = &mut self.request_only {
+                    fields.begin(slot, kind);
+                }
+            }
         }
     }
 
@@ -472,23 +506,57 @@ impl Envelope {
         match slot {
             Slot::Jsonrpc => self.jsonrpc.push(bytes),
             Slot::Id => self.id.push(bytes),
-            Slot::Method => self.method.push(bytes),
             Slot::ResultType => self.result_type.push(bytes),
             Slot::Code => self.error_code.push(bytes),
             Slot::Message => self.error_message.push(bytes),
-            Slot::ToolName => self.tool_name.push(bytes),
-            Slot::ProtocolVersion => self.protocol_version.push(bytes),
-            Slot::ClientName => self.client_name.push(bytes),
-            Slot::ClientVersion => self.client_version.push(bytes),
             Slot::ToolEntryName => self.tool_entry.name.push(bytes),
+            Slot::Method
+            | Slot::ToolName
+            | Slot::ProtocolVersion
+            | Slot::ClientName
+            | Slot::ClientVersion => {
+                if let Some(fields) = &mut self.request_only {
+                    fields.push(slot, bytes);
+                }
+            }
             _ => {}
         }
     }
 
     /// A message is a response when it has `result` or `error` and no `method`.
     pub fn is_response(&self) -> bool {
-        self.method.kind == Kind::Absent
-            && (self.result != Kind::Absent || self.error != Kind::Absent)
+        self.method == Kind::Absent && (self.result != Kind::Absent || self.error != Kind::Absent)
+    }
+}
+
+// === impl RequestFields ===
+
+impl RequestFields {
+    /// [`Envelope::begin`] for the request-only slots.
+    fn begin(&mut self, slot: Slot, kind: Kind) {
+        match slot {
+            Slot::ToolName => self.tool_name.start(kind),
+            Slot::ProtocolVersion => self.protocol_version.start(kind),
+            Slot::ClientInfo => {
+                self.client_name.start(Kind::Absent);
+                self.client_version.start(Kind::Absent);
+            }
+            Slot::ClientName => self.client_name.start(kind),
+            Slot::ClientVersion => self.client_version.start(kind),
+            _ => {}
+        }
+    }
+
+    /// [`Envelope::push`] for the request-only slots.
+    fn push(&mut self, slot: Slot, bytes: &[u8]) {
+        match slot {
+            Slot::Method => self.method.push(bytes),
+            Slot::ToolName => self.tool_name.push(bytes),
+            Slot::ProtocolVersion => self.protocol_version.push(bytes),
+            Slot::ClientName => self.client_name.push(bytes),
+            Slot::ClientVersion => self.client_version.push(bytes),
+            _ => {}
+        }
     }
 }
 

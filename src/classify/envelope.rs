@@ -42,34 +42,36 @@ pub struct Request {
 impl Request {
     /// The request in a client message, if it is one: `method` and a string or number `id`.
     /// Notifications (no id) and the client's responses to server requests are not calls.
+    /// Only a request scanner's envelope (`JsonScanner::new`) holds a request's texts.
     pub fn from_envelope(env: &Envelope) -> Option<Request> {
-        if env.shape != Kind::Object || env.method.kind != Kind::String {
+        if env.shape != Kind::Object || env.method != Kind::String {
             return None;
         }
         if !matches!(env.id.kind, Kind::String | Kind::Number) {
             return None;
         }
-        let is_tool_call = env.method.is_string("tools/call");
+        let fields = env.request_only.as_deref()?;
+        let is_tool_call = fields.method.is_string("tools/call");
         let mut tool = Captured::new();
-        if is_tool_call && env.tool_name.kind == Kind::String {
-            tool = env.tool_name.clone();
+        if is_tool_call && fields.tool_name.kind == Kind::String {
+            tool = fields.tool_name.clone();
         }
         let mut client = Captured::new();
-        if env.client_name.kind == Kind::String {
+        if fields.client_name.kind == Kind::String {
             client.start(Kind::String);
-            client.push(env.client_name.bytes());
-            if env.client_version.kind == Kind::String {
+            client.push(fields.client_name.bytes());
+            if fields.client_version.kind == Kind::String {
                 client.push(b"@");
-                client.push(env.client_version.bytes());
+                client.push(fields.client_version.bytes());
             }
         }
         let mut protocol_version = Captured::new();
-        if env.protocol_version.kind == Kind::String {
-            protocol_version = env.protocol_version.clone();
+        if fields.protocol_version.kind == Kind::String {
+            protocol_version = fields.protocol_version.clone();
         }
         Some(Request {
             id: env.id.clone(),
-            method: env.method.clone(),
+            method: fields.method.clone(),
             tool,
             tasks: env.params_task == Kind::Object || env.tasks_extension != Kind::Absent,
             client,
@@ -94,9 +96,11 @@ pub fn ids_equal<const A: usize, const B: usize>(a: &Captured<A>, b: &Captured<B
         (Kind::String, Kind::String) => a.same_bytes(b),
         (Kind::Number, Kind::Number) => {
             // The same token is the same number (the usual case: the response echoes the
-            // request's id); only different spellings need reading as numbers.
-            if a.truncated() || b.truncated() || a.same_bytes(b) {
-                return a.same_bytes(b);
+            // request's id); only different spellings need reading as numbers. Compared once:
+            // this runs twice per response message.
+            let same = a.same_bytes(b);
+            if same || a.truncated() || b.truncated() {
+                return same;
             }
             match (number(a.bytes()), number(b.bytes())) {
                 (Some(Number::Int(x)), Some(Number::Int(y))) => x == y,
@@ -145,7 +149,7 @@ fn envelope_valid(env: &Envelope) -> bool {
     if env.shape != Kind::Object || !env.jsonrpc.is_string("2.0") {
         return false;
     }
-    if env.method.kind != Kind::Absent {
+    if env.method != Kind::Absent {
         return false;
     }
     match (env.result != Kind::Absent, env.error != Kind::Absent) {

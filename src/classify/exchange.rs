@@ -19,6 +19,8 @@ use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
+use std::iter::{Enumerate, Zip};
+use std::vec::IntoIter;
 
 /// How the response body ended, as the proxy saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,11 +65,21 @@ pub enum Resolution {
     },
 }
 
-struct Call {
-    request: Request,
+/// Where one request stands. Kept apart from its [`Request`], so that the caller's
+/// `Vec<Request>` is kept as it is (no ~1.4 KiB-per-call copy past malloc's small-size cache)
+/// and a verdict is made final in place rather than moved.
+struct CallState {
+    /// The first verdict reached; while `tentative`, its document may still prove invalid.
     verdict: Option<Verdict>,
-    tentative: Option<Verdict>,
+    tentative: bool,
     reported: bool,
+}
+
+/// The resolutions [`Exchange::end`] hands out: the index of each request not yet reported,
+/// the request, and where it stands.
+pub struct Resolutions {
+    calls: Enumerate<Zip<IntoIter<Request>, IntoIter<CallState>>>,
+    last_event_id: Option<Captured<MAX_EVENT_ID>>,
 }
 
 /// Most tool hints one `tools/list` response hands out (names come from the upstream).
@@ -83,7 +95,9 @@ pub struct ToolHint {
 
 /// Matches response messages to the calls; the scanners' sink.
 struct Correlator {
-    calls: Vec<Call>,
+    /// One state per request, in the same order.
+    requests: Vec<Request>,
+    calls: Vec<CallState>,
     request_batch: bool,
     sse: bool,
     /// Tool hints seen, when asked for ([`Exchange::learn_tools`]).
@@ -155,6 +169,46 @@ impl Verdict {
     }
 }
 
+// === impl CallState ===
+
+impl CallState {
+    fn final_verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref().filter(|_| !self.tentative)
+    }
+
+    /// Drops a verdict whose document was not JSON-RPC after all (or is overruled).
+    fn discard_tentative(&mut self) {
+        if self.tentative {
+            self.verdict = None;
+            self.tentative = false;
+        }
+    }
+}
+
+// === impl Resolutions ===
+
+impl Iterator for Resolutions {
+    type Item = (usize, Request, Resolution);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        for (i, (request, call)) in self.calls.by_ref() {
+            if call.reported {
+                continue;
+            }
+            let tentative = call.tentative;
+            let resolution = match (call.verdict.filter(|_| !tentative), &self.last_event_id) {
+                (Some(v), _) => Resolution::Final(v),
+                (None, Some(id)) => Resolution::Pending {
+                    last_event_id: id.clone(),
+                },
+                (None, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
+            };
+            return Some((i, request, resolution));
+        }
+        None
+    }
+}
+
 // === impl Correlator ===
 
 impl Correlator {
@@ -162,14 +216,17 @@ impl Correlator {
         self.calls
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.verdict.is_none() && c.tentative.is_none())
+            .filter(|(_, c)| c.verdict.is_none())
             .map(|(i, _)| i)
     }
 
     fn judge(&mut self, i: usize, env: &Envelope) {
-        let call = &mut self.calls[i];
-        let outcome = envelope::outcome_of(&call.request, env);
-        call.tentative = Some(Verdict::from_message(outcome, env));
+        let (Some(request), Some(call)) = (self.requests.get(i), self.calls.get_mut(i)) else {
+            return;
+        };
+        let outcome = envelope::outcome_of(request, env);
+        call.verdict = Some(Verdict::from_message(outcome, env));
+        call.tentative = true;
     }
 
     /// A message that answers no request by id.
@@ -186,36 +243,28 @@ impl Correlator {
     fn document_end(&mut self, verdict: Result<Document, Malformed>) {
         match verdict {
             Ok(doc) if doc.batch && !self.request_batch => {
-                self.settle_open(Outcome::InvalidEnvelope, true);
+                self.settle_open(Outcome::InvalidEnvelope);
             }
             Ok(_) => {
                 for call in &mut self.calls {
-                    // Checked first: most SSE events (progress) leave nothing tentative, and
-                    // moving an empty verdict still copies its ~200 bytes.
-                    if call.verdict.is_none() && call.tentative.is_some() {
-                        call.verdict = call.tentative.take();
-                    }
+                    call.tentative = false;
                 }
             }
-            Err(_) => self.settle_open(Outcome::MalformedJson, true),
+            Err(_) => self.settle_open(Outcome::MalformedJson),
         }
     }
 
     /// Drops what the current document said (it was not JSON-RPC after all).
     fn discard_tentative(&mut self) {
         for call in &mut self.calls {
-            if call.tentative.is_some() {
-                call.tentative = None;
-            }
+            call.discard_tentative();
         }
     }
 
-    /// Gives every request without a verdict this outcome.
-    fn settle_open(&mut self, outcome: Outcome, drop_tentative: bool) {
+    /// Gives every request without a final verdict this outcome.
+    fn settle_open(&mut self, outcome: Outcome) {
         for call in &mut self.calls {
-            if drop_tentative {
-                call.tentative = None;
-            }
+            call.discard_tentative();
             if call.verdict.is_none() {
                 call.verdict = Some(Verdict::of(outcome));
             }
@@ -239,21 +288,23 @@ impl MessageSink for Correlator {
     }
 
     fn message(&mut self, env: &Envelope) {
-        if env.shape == Kind::Object && env.method.kind != Kind::Absent && self.sse {
+        if env.shape == Kind::Object && env.method != Kind::Absent && self.sse {
             return; // a notification or server→client request on the stream
         }
-        if env.shape != Kind::Object || env.method.kind != Kind::Absent {
+        if env.shape != Kind::Object || env.method != Kind::Absent {
             return self.unmatched(env);
         }
         match env.id.kind {
             Kind::String | Kind::Number => {
-                let open = self
-                    .open()
-                    .find(|&i| ids_equal(&self.calls[i].request.id, &env.id));
+                let open = self.open().find(|&i| {
+                    self.requests
+                        .get(i)
+                        .is_some_and(|r| ids_equal(&r.id, &env.id))
+                });
                 match open {
                     Some(i) => self.judge(i, env),
                     None => {
-                        let answered = self.calls.iter().any(|c| ids_equal(&c.request.id, &env.id));
+                        let answered = self.requests.iter().any(|r| ids_equal(&r.id, &env.id));
                         if !answered {
                             self.unmatched(env);
                         }
@@ -286,16 +337,16 @@ impl Exchange {
     /// An exchange for the requests of one POST body. `batch`: the body was an array.
     pub fn new(requests: Vec<Request>, batch: bool) -> Exchange {
         let calls = requests
-            .into_iter()
-            .map(|request| Call {
-                request,
+            .iter()
+            .map(|_| CallState {
                 verdict: None,
-                tentative: None,
+                tentative: false,
                 reported: false,
             })
             .collect();
         Exchange {
             correlator: Correlator {
+                requests,
                 calls,
                 request_batch: batch,
                 sse: false,
@@ -321,11 +372,11 @@ impl Exchange {
     }
 
     pub fn requests(&self) -> impl Iterator<Item = &Request> {
-        self.correlator.calls.iter().map(|c| &c.request)
+        self.correlator.requests.iter()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.correlator.calls.is_empty()
+        self.correlator.requests.is_empty()
     }
 
     /// The response head arrived.
@@ -334,7 +385,7 @@ impl Exchange {
         self.content = content;
         if !(200..300).contains(&status) {
             // Transport precedence: a non-2xx status decides, whatever the body says.
-            self.correlator.settle_open(Outcome::HttpError, true);
+            self.correlator.settle_open(Outcome::HttpError);
             return;
         }
         self.scan = match content {
@@ -349,7 +400,7 @@ impl Exchange {
 
     /// No response head: strata answers 502/504 itself.
     pub fn no_response(&mut self) {
-        self.correlator.settle_open(Outcome::HttpError, true);
+        self.correlator.settle_open(Outcome::HttpError);
         self.ended = true;
     }
 
@@ -366,16 +417,23 @@ impl Exchange {
 
     /// True once every request has its verdict (nothing more to learn from the body).
     pub fn all_settled(&self) -> bool {
-        self.correlator.calls.iter().all(|c| c.verdict.is_some())
+        self.correlator
+            .calls
+            .iter()
+            .all(|c| c.final_verdict().is_some())
     }
 
     /// Hands out verdicts reached since the last call (SSE: as final events arrive).
     /// `f` gets the request's index (its order in the POST body), the request and its verdict.
     pub fn drain_settled(&mut self, mut f: impl FnMut(usize, &Request, &Verdict)) {
-        for (i, call) in self.correlator.calls.iter_mut().enumerate() {
-            if let (Some(verdict), false) = (&call.verdict, call.reported) {
+        let c = &mut self.correlator;
+        for (i, (request, call)) in c.requests.iter().zip(&mut c.calls).enumerate() {
+            if call.reported {
+                continue;
+            }
+            if let Some(verdict) = call.final_verdict() {
+                f(i, request, verdict);
                 call.reported = true;
-                f(i, &call.request, verdict);
             }
         }
     }
@@ -393,8 +451,9 @@ impl Exchange {
     }
 
     /// The body ended: every request not yet handed out by [`Exchange::drain_settled`] gets
-    /// its resolution, with its index.
-    pub fn end(&mut self, how: BodyEnd) -> Vec<(usize, Request, Resolution)> {
+    /// its resolution, with its index. Handed out one at a time as the iterator is read (no
+    /// `Vec` of ~1.1 KiB entries to build, allocate and free per exchange).
+    pub fn end(&mut self, how: BodyEnd) -> Resolutions {
         if !self.ended {
             self.ended = true;
             self.settle_at_end(how);
@@ -403,21 +462,12 @@ impl Exchange {
         if let Scan::Sse(framer) = &self.scan {
             last_event_id = framer.last_event_id().cloned();
         }
-        std::mem::take(&mut self.correlator.calls)
-            .into_iter()
-            .enumerate()
-            .filter(|(_, call)| !call.reported)
-            .map(|(i, call)| {
-                let resolution = match (call.verdict, &last_event_id) {
-                    (Some(v), _) => Resolution::Final(v),
-                    (None, Some(id)) => Resolution::Pending {
-                        last_event_id: id.clone(),
-                    },
-                    (None, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
-                };
-                (i, call.request, resolution)
-            })
-            .collect()
+        let requests = std::mem::take(&mut self.correlator.requests);
+        let calls = std::mem::take(&mut self.correlator.calls);
+        Resolutions {
+            calls: requests.into_iter().zip(calls).enumerate(),
+            last_event_id,
+        }
     }
 
     fn settle_at_end(&mut self, how: BodyEnd) {
@@ -439,16 +489,16 @@ impl Exchange {
                     && (200..300).contains(&self.status)
                 {
                     // A 2xx body that is neither JSON nor SSE.
-                    c.settle_open(Outcome::MalformedJson, true);
+                    c.settle_open(Outcome::MalformedJson);
                 }
             }
         }
         match how {
-            BodyEnd::AgentGone => c.settle_open(Outcome::ClientCancelled, true),
+            BodyEnd::AgentGone => c.settle_open(Outcome::ClientCancelled),
             BodyEnd::Complete | BodyEnd::UpstreamError => {
                 c.discard_tentative();
                 if !matches!(self.scan, Scan::Sse(_)) {
-                    c.settle_open(Outcome::StreamIncomplete, true);
+                    c.settle_open(Outcome::StreamIncomplete);
                 }
             }
         }

@@ -27,7 +27,6 @@ fn run_split(req: &str, status: u16, ct: &str, body: &[u8], end: BodyEnd, step: 
         ex.data(chunk);
     }
     ex.end(end)
-        .into_iter()
         .map(|(_, _, r)| match r {
             Resolution::Final(v) => R::O(v.outcome),
             Resolution::Pending { .. } => R::Pending,
@@ -478,7 +477,7 @@ fn error_details_for_the_log() {
     let mut ex = Exchange::new(reqs, batch);
     ex.response_head(200, ContentKind::Json);
     ex.data(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"secret token abc"}}"#);
-    let out = ex.end(BodyEnd::Complete);
+    let out: Vec<_> = ex.end(BodyEnd::Complete).collect();
     let Resolution::Final(v) = &out[0].2 else {
         panic!()
     };

@@ -69,9 +69,13 @@ fn captures_request_fields() {
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w\u00e9b","arguments":{"name":"nope","params":{"name":"deeper"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#;
     let (msgs, _) = every_split(body);
     let e = &msgs[0];
-    assert_eq!(e.method.text(), Some("tools/call"));
-    assert_eq!(e.tool_name.text(), Some("wéb"));
-    assert_eq!(e.protocol_version.text(), Some("2026-07-28"));
+    let fields = e
+        .request_only
+        .as_deref()
+        .expect("a request scanner keeps request fields");
+    assert_eq!(fields.method.text(), Some("tools/call"));
+    assert_eq!(fields.tool_name.text(), Some("wéb"));
+    assert_eq!(fields.protocol_version.text(), Some("2026-07-28"));
     assert_eq!(e.tasks_extension, Kind::Object);
 }
 

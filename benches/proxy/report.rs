@@ -154,25 +154,20 @@ fn table(r: &Value, checks: &[Check]) -> String {
                 );
             }
             let sv = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
-            let rel = |k: &str| Some(sv("strata", k)? / sv("nginx", k)?);
             let add = |t: &str, k: &str| Some(sv(t, k)? - d(k)?);
-            let _ = writeln!(
-                t,
-                "{:<22} strata vs nginx: +p50 {} vs {} us, calls/s x{}, cpu x{}",
-                "",
-                f1(add("strata", "p50_us")),
-                f1(add("nginx", "p50_us")),
-                f2(rel("rps")),
-                f2(rel("cpu_s_per_10k")),
-            );
-            if s["targets"].get("base").is_some() {
-                let rel = |k: &str| Some(sv("strata", k)? / sv("base", k)?);
+            // nginx always; the baseline only when the run had one.
+            for other in ["nginx", "base"] {
+                if other == "base" && s["targets"].get(other).is_none() {
+                    continue;
+                }
+                let rel = |k: &str| Some(sv("strata", k)? / sv(other, k)?);
                 let _ = writeln!(
                     t,
-                    "{:<22} strata vs base:  +p50 {} vs {} us, calls/s x{}, cpu x{}",
+                    "{:<22} strata vs {:<6} +p50 {} vs {} us, calls/s x{}, cpu x{}",
                     "",
+                    format!("{other}:"),
                     f1(add("strata", "p50_us")),
-                    f1(add("base", "p50_us")),
+                    f1(add(other, "p50_us")),
                     f2(rel("rps")),
                     f2(rel("cpu_s_per_10k")),
                 );

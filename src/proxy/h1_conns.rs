@@ -187,15 +187,12 @@ impl H1Conns {
         loop {
             let mut idle = {
                 let mut list = self.lock();
-                let idle = list.pop_back()?;
-                if idle.since.elapsed() >= self.idle_limit {
-                    // The rest are older still.
-                    let expired: Vec<Idle> = list.drain(..).collect();
-                    drop(list);
-                    drop(expired);
-                    return None;
-                }
-                idle
+                let expired = self.expired(&mut list, Instant::now());
+                let idle = list.pop_back();
+                drop(list);
+                // Closed outside the lock.
+                drop(expired);
+                idle?
             };
             // Polled once: one the server closed ends now; a healthy one settles into
             // waiting for the next request.

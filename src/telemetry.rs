@@ -3,6 +3,7 @@
 //! read back exactly what would have been logged.
 
 mod json;
+mod stdout;
 
 use std::io::{self, IsTerminal, Write};
 use std::str::FromStr;
@@ -13,6 +14,8 @@ use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::ParseError;
 use tracing_subscriber::fmt::MakeWriter;
+
+use stdout::StdoutLines;
 
 /// How log events are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,15 +57,20 @@ pub struct CaptureWriter(Arc<Mutex<Vec<u8>>>);
 /// a test harness), that one is kept and this returns `Ok(())`.
 pub fn init(format: LogFormat, level: &str) -> Result<(), TelemetryError> {
     let filter = filter_from_env_or(level)?;
-    let installed = match format {
-        LogFormat::Json => {
+    let ansi = io::stdout().is_terminal();
+    let installed = match (format, StdoutLines::new()) {
+        (LogFormat::Json, Some(lines)) => {
+            tracing::subscriber::set_global_default(json_subscriber(filter, lines))
+        }
+        (LogFormat::Json, None) => {
             tracing::subscriber::set_global_default(json_subscriber(filter, io::stdout))
         }
-        LogFormat::Pretty => tracing::subscriber::set_global_default(pretty_subscriber(
-            filter,
-            io::stdout,
-            io::stdout().is_terminal(),
-        )),
+        (LogFormat::Pretty, Some(lines)) => {
+            tracing::subscriber::set_global_default(pretty_subscriber(filter, lines, ansi))
+        }
+        (LogFormat::Pretty, None) => {
+            tracing::subscriber::set_global_default(pretty_subscriber(filter, io::stdout, ansi))
+        }
     };
     // The only error is "a global default already exists"; keeping it is what makes `init`
     // safe to call twice.

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::admin::{Health, serve_admin};
@@ -15,6 +15,7 @@ use crate::config::{Config, ConfigErrors};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
 use crate::proxy::server::{ServerSettings, serve};
 use crate::proxy::tls::{self, AgentTls, TlsError};
+use crate::proxy::workers::Workers;
 use crate::proxy::{ClientError, CurrentProxy, Proxy};
 
 /// Why strata could not start. Always the operator's side: nothing was served yet.
@@ -36,6 +37,8 @@ pub enum StartError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error("cannot start the worker threads: {0}")]
+    Workers(std::io::Error),
 }
 
 /// A running strata.
@@ -53,6 +56,9 @@ pub struct Running {
     /// The config in force, for reloads to compare against.
     config: std::sync::Mutex<Config>,
     stop: watch::Sender<bool>,
+    /// The threads serving agent connections.
+    workers: Workers,
+    /// The admin listener.
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
 }
 
@@ -91,21 +97,33 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let health = Arc::new(Health::new());
     let (stop, stopped) = watch::channel(false);
     let settings = server_settings(config);
-    let tasks = vec![
-        tokio::spawn(serve(
-            listener,
-            current.clone(),
-            tls.clone(),
-            settings,
-            wait_stop(stopped.clone()),
-        )),
-        tokio::spawn(serve_admin(
-            admin_listener,
-            metrics.clone(),
-            health.clone(),
-            wait_stop(stopped),
-        )),
-    ];
+    let permits = Arc::new(Semaphore::new(settings.max_connections));
+    let listener = listener
+        .into_std()
+        .map_err(|source| StartError::BindListen {
+            addr: config.listen,
+            source,
+        })?;
+    let workers = {
+        let (current, tls, stopped) = (current.clone(), tls.clone(), stopped.clone());
+        Workers::spawn(config.workers.count(), listener, move |listener| {
+            serve(
+                listener,
+                current.clone(),
+                tls.clone(),
+                settings.clone(),
+                permits.clone(),
+                wait_stop(stopped.clone()),
+            )
+        })
+        .map_err(StartError::Workers)?
+    };
+    let tasks = vec![tokio::spawn(serve_admin(
+        admin_listener,
+        metrics.clone(),
+        health.clone(),
+        wait_stop(stopped),
+    ))];
     // Ready once the agent listener is bound (ARCHITECTURE.md: /readyz).
     health.set_ready(true);
     tracing::info!(%listen, %admin, upstream = %config.upstream, "strata is serving");
@@ -118,6 +136,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         tls,
         config: std::sync::Mutex::new(config.clone()),
         stop,
+        workers,
         tasks,
     })
 }
@@ -186,9 +205,12 @@ impl Running {
             }
         };
         let mut old = self.config.lock().unwrap_or_else(|e| e.into_inner());
-        if old.listen != config.listen || old.admin != config.admin || old.metrics != config.metrics
+        if old.listen != config.listen
+            || old.admin != config.admin
+            || old.metrics != config.metrics
+            || old.workers != config.workers
         {
-            tracing::warn!("listen, admin and metrics settings change only on restart");
+            tracing::warn!("listen, admin, workers and metrics settings change only on restart");
         }
         // The listener's settings are fixed when it starts (hyper's builder, the connection cap).
         if server_settings(&old) != server_settings(config) {
@@ -216,6 +238,9 @@ impl Running {
     pub async fn stop(self) {
         self.health.set_draining(true);
         let _ = self.stop.send(true);
+        if let Err(err) = self.workers.join().await {
+            tracing::warn!(error = %err, "agent listener ended with an error");
+        }
         for task in self.tasks {
             match task.await {
                 Ok(Err(err)) => tracing::warn!(error = %err, "listener ended with an error"),

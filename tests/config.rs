@@ -172,7 +172,7 @@ fn single_errors_with_positions() {
         (
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
-             host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
+             workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
              trust_annotations, idempotency, origins",
         ),
         (
@@ -535,5 +535,34 @@ fn connection_limits_are_read_and_checked() {
             "t.yaml:3:20: limits.max_connections: expected a whole number in 1..=1000000, got \"0\"",
             "t.yaml:4:19: limits.max_h2_streams: expected a whole number in 1..=65536, got \"70000\"",
         ]
+    );
+}
+
+#[test]
+fn workers_are_a_count_or_auto() {
+    use strata::config::Workers;
+    assert_eq!(
+        parse("upstream: http://h:1\n").unwrap().workers,
+        Workers::Auto
+    );
+    assert_eq!(
+        parse("upstream: http://h:1\nworkers: 3\n").unwrap().workers,
+        Workers::Count(3)
+    );
+    assert_eq!(
+        parse("upstream: http://h:1\nworkers: auto\n")
+            .unwrap()
+            .workers,
+        Workers::Auto
+    );
+    assert!(Workers::Auto.count() >= 1);
+    assert_eq!(Workers::Count(3).count(), 3);
+    assert_eq!(
+        errors("upstream: http://h:1\nworkers: 0\n"),
+        ["t.yaml:2:10: workers: expected a whole number in 1..=1024, got \"0\" (or \"auto\")"]
+    );
+    assert_eq!(
+        errors("upstream: http://h:1\nworkers: all\n"),
+        ["t.yaml:2:10: workers: expected a whole number in 1..=1024, got \"all\" (or \"auto\")"]
     );
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use strata::testbed::client::{McpClient, Transport};
 
 use strata::app::Running;
+use strata::config::Workers;
 use support::LIMIT;
 use support::raw::{healthy_body, setup};
 use tokio::task::JoinSet;
@@ -24,10 +25,11 @@ fn agent(strata: &Running, transport: Transport) -> McpClient {
 }
 
 /// Calls one after another — on one agent connection, then each on an agent connection of its
-/// own, h1 and h2 — all go out on the one upstream connection the first call opened.
+/// own, h1 and h2 — all go out on the one upstream connection the first call opened. One
+/// worker: each worker keeps its own idle connections (`proxy/workers.rs`).
 #[tokio::test]
 async fn one_upstream_connection_serves_calls_one_after_another() {
-    let (upstream, strata) = setup(|_| {}).await;
+    let (upstream, strata) = setup(|c| c.workers = Workers::Count(1)).await;
     let one = agent(&strata, Http1);
     for _ in 0..20 {
         let reply = one.call_tool("healthy", json!({})).await.unwrap();
@@ -44,6 +46,27 @@ async fn one_upstream_connection_serves_calls_one_after_another() {
         }
     }
     assert_eq!(upstream.connections(), 1);
+}
+
+/// With two workers, calls each on a fresh agent connection land on either; each worker
+/// reuses the upstream connection it opened, so no more than two are ever opened.
+#[tokio::test]
+async fn each_worker_reuses_its_own_upstream_connection() {
+    let (upstream, strata) = setup(|c| c.workers = Workers::Count(2)).await;
+    for transport in [Http1, Http2] {
+        for _ in 0..15 {
+            let reply = agent(&strata, transport)
+                .call_tool("healthy", json!({}))
+                .await
+                .unwrap();
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+    }
+    assert!(
+        (1..=2).contains(&upstream.connections()),
+        "{} upstream connections",
+        upstream.connections()
+    );
 }
 
 /// Eight agents calling at once: at most one upstream connection per call in flight, and the

@@ -30,7 +30,7 @@ pub use sections::{
     DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, ListenTls, LogConfig, MAX_CONNECTIONS_RANGE,
     MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,
     MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord,
-    UpstreamTls,
+    UpstreamTls, WORKERS_RANGE, Workers,
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};
@@ -47,6 +47,8 @@ pub struct Config {
     pub upstream: Upstream,
     /// The admin listener: `/metrics`, `/healthz`, `/readyz`.
     pub admin: SocketAddr,
+    /// Threads serving agent connections.
+    pub workers: Workers,
     pub host_header: HostHeader,
     pub upstream_tls: UpstreamTls,
     /// TLS termination for agents; `None`: plain TCP.
@@ -82,6 +84,7 @@ impl Config {
             listen: DEFAULT_LISTEN,
             upstream,
             admin: DEFAULT_ADMIN,
+            workers: Workers::default(),
             host_header: HostHeader::default(),
             upstream_tls: UpstreamTls::default(),
             tls: None,

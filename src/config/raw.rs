@@ -18,6 +18,7 @@ pub(super) struct RawConfig {
     pub(super) listen: Text,
     pub(super) upstream: Text,
     pub(super) admin: Text,
+    pub(super) workers: Text,
     pub(super) host_header: Text,
     pub(super) upstream_tls: Option<RawUpstreamTls>,
     pub(super) tls: Option<RawTls>,

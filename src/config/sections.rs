@@ -29,10 +29,22 @@ pub const MAX_HEADER_BYTES_RANGE: RangeInclusive<usize> = (8 << 10)..=(16 << 20)
 
 /// Allowed `limits.max_headers` (HTTP/1.1 request header lines; hyper's default is 100).
 pub const MAX_HEADERS_RANGE: RangeInclusive<usize> = 1..=10_000;
+/// Allowed `workers` as a number.
+pub const WORKERS_RANGE: RangeInclusive<usize> = 1..=1024;
 /// Allowed `limits.max_connections`.
 pub const MAX_CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=1_000_000;
 /// Allowed `limits.max_h2_streams` (a `u32` in h2's SETTINGS; more than this is no bound).
 pub const MAX_H2_STREAMS_RANGE: RangeInclusive<usize> = 1..=65_536;
+
+/// How many threads serve agent connections, each with a runtime of its own
+/// (`proxy/workers.rs`): nginx's `worker_processes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workers {
+    /// One per core this process may run on.
+    #[default]
+    Auto,
+    Count(usize),
+}
 
 /// What `Host` header the upstream sees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -222,6 +234,32 @@ impl Default for LogConfig {
             level: "info".to_owned(),
             error_messages: false,
         }
+    }
+}
+
+// === impl Workers ===
+
+impl Workers {
+    /// The number of threads to start. Resolved at start-up, not at validation: the cores a
+    /// process may use are the machine's (or the container's cgroup quota) when it runs.
+    pub fn count(self) -> usize {
+        match self {
+            Workers::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Workers::Count(n) => n,
+        }
+    }
+}
+
+impl std::str::FromStr for Workers {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.trim() == "auto" {
+            return Ok(Workers::Auto);
+        }
+        super::validate::count(text, WORKERS_RANGE)
+            .map(Workers::Count)
+            .map_err(|e| format!("{e} (or \"auto\")"))
     }
 }
 

@@ -61,6 +61,7 @@ pub(super) fn validate(
         .admin
         .unwrap_or_else(|| v.parse(raw.admin, "admin", DEFAULT_ADMIN, socket_addr));
     let upstream = v.upstream(raw.upstream, overrides.upstream.as_deref());
+    let workers = v.parse(raw.workers, "workers", Default::default(), str::parse);
     let host_header = v.parse(raw.host_header, "host_header", Default::default(), |s| {
         s.parse().map_err(|e| format!("{e}"))
     });
@@ -79,6 +80,7 @@ pub(super) fn validate(
             listen,
             upstream,
             admin,
+            workers,
             host_header,
             upstream_tls,
             tls,
@@ -366,7 +368,7 @@ fn socket_addr(text: &str) -> Result<SocketAddr, String> {
 }
 
 /// A whole number within `range`.
-fn count(text: &str, range: RangeInclusive<usize>) -> Result<usize, String> {
+pub(super) fn count(text: &str, range: RangeInclusive<usize>) -> Result<usize, String> {
     let trimmed = text.trim();
     trimmed
         .bytes()

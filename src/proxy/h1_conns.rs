@@ -34,6 +34,7 @@ use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use thread_local::ThreadLocal;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -54,7 +55,10 @@ pub struct H1Conns {
     connect_timeout: Duration,
     idle_limit: Duration,
     builder: http1::Builder,
-    idle: Mutex<VecDeque<Idle>>,
+    /// One list per thread: a connection is registered with the runtime of the thread that
+    /// made it (one per worker, `workers.rs`), and used from another it would wake that
+    /// thread for every read.
+    idle: ThreadLocal<Mutex<VecDeque<Idle>>>,
 }
 
 struct Idle {
@@ -118,7 +122,7 @@ impl H1Conns {
             connect_timeout,
             idle_limit,
             builder: http1::Builder::new(),
-            idle: Mutex::new(VecDeque::new()),
+            idle: ThreadLocal::new(),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let cache = Arc::downgrade(&conns);
@@ -239,12 +243,15 @@ impl H1Conns {
         drop(dropped);
     }
 
-    /// Closes the connections idle for the limit or longer.
+    /// Closes the connections idle for the limit or longer, on every thread.
     fn sweep(&self) {
-        let mut list = self.lock();
-        let expired = self.expired(&mut list, Instant::now());
-        drop(list);
-        drop(expired);
+        let now = Instant::now();
+        for list in self.idle.iter() {
+            let mut list = list.lock().unwrap_or_else(|e| e.into_inner());
+            let expired = self.expired(&mut list, now);
+            drop(list);
+            drop(expired);
+        }
     }
 
     /// Takes the connections idle for the limit or longer (the oldest are at the front).
@@ -256,14 +263,21 @@ impl H1Conns {
         list.drain(..fresh).collect()
     }
 
-    /// Idle connections now (for tests).
+    /// Idle connections now, on every thread (for tests).
     pub fn idle_count(&self) -> usize {
-        self.lock().len()
+        self.idle
+            .iter()
+            .map(|list| list.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
     }
 
-    // A poisoned lock only means a thread panicked while holding it; the list is still a list.
+    /// This thread's list. A poisoned lock only means a thread panicked while holding it; the
+    /// list is still a list.
     fn lock(&self) -> MutexGuard<'_, VecDeque<Idle>> {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+        self.idle
+            .get_or_default()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -18,6 +18,7 @@ mod resume;
 pub mod server;
 pub mod tls;
 mod waiting;
+pub mod workers;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -48,12 +48,14 @@ pub struct ServerSettings {
     pub drain: Duration,
 }
 
-/// Accepts agent connections until `shutdown` resolves, then drains.
+/// Accepts agent connections until `shutdown` resolves, then drains. `permits` holds
+/// `limits.max_connections`, shared by every worker serving the listener.
 pub async fn serve(
     listener: TcpListener,
     proxy: Arc<CurrentProxy>,
     tls: Arc<AgentTls>,
     settings: ServerSettings,
+    permits: Arc<Semaphore>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -73,7 +75,6 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let metrics = proxy.load().metrics().clone();
-    let permits = Arc::new(Semaphore::new(settings.max_connections));
     // Refusals are logged once per episode of saturation, not once per refused connection.
     let mut saturated = false;
     tokio::pin!(shutdown);

@@ -12,10 +12,18 @@ fn main() -> ExitCode {
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return cli::check_config(file, &mut std::io::stdout(), &mut std::io::stderr());
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `strata` itself serves agents on worker threads of its own (`proxy/workers.rs`); the
+    // main thread only runs the admin listener, signals and reloads. The demo and the
+    // testbed serve on a multi-threaded runtime.
+    let runtime = match &cli.command {
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(_) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("strata: cannot start the async runtime: {err}");

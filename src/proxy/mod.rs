@@ -369,14 +369,17 @@ impl Proxy {
                 (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
                 (None, None) => break Err(LocalError::UpstreamBroken),
             };
-            let sent = tokio::time::timeout(self.response_head_timeout, self.send(request))
-                .await
-                .map(|sent| {
-                    sent.map(|(response, conn)| {
-                        driven = conn;
-                        response
-                    })
-                });
+            // Boxed: the send future is over half of this one, which hyper keeps for the
+            // connection's life (its `in_flight` box) and which moves as a whole.
+            let sent =
+                tokio::time::timeout(self.response_head_timeout, Box::pin(self.send(request)))
+                    .await
+                    .map(|sent| {
+                        sent.map(|(response, conn)| {
+                            driven = conn;
+                            response
+                        })
+                    });
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;

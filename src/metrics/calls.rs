@@ -2,6 +2,8 @@
 //! (method, tool) pair's series once so the data path only increments.
 
 use std::collections::{HashMap, HashSet};
+
+use foldhash::fast::RandomState;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -40,14 +42,18 @@ pub struct CallHandles {
     pair: Arc<PairHandles>,
 }
 
+/// Hashed with foldhash, not SipHash: a call looks up four keys here, which cost ~750
+/// instructions per call with SipHash (callgrind, `bench/README.md`). The keys come from
+/// agents, but the sets are capped (`metrics.max_methods`, `metrics.max_tools`) and the seed
+/// is random per process, so crafted collisions cannot grow the work past the caps.
 #[derive(Default)]
 struct CacheInner {
     /// Method values admitted under the cap (they are exported as themselves).
-    methods: HashSet<Box<str>>,
+    methods: HashSet<Box<str>, RandomState>,
     /// Tool values admitted under the cap; "" is never stored, it is always allowed.
-    tools: HashSet<Box<str>>,
+    tools: HashSet<Box<str>, RandomState>,
     /// Capped method → capped tool → handles. Bounded by (max_methods + 1) × (max_tools + 2).
-    pairs: HashMap<Box<str>, HashMap<Box<str>, Arc<PairHandles>>>,
+    pairs: HashMap<Box<str>, HashMap<Box<str>, Arc<PairHandles>, RandomState>, RandomState>,
 }
 
 /// Handles for one capped (method, tool) pair.
@@ -138,7 +144,7 @@ impl CacheInner {
 }
 
 /// The label for `value` in a capped set, or `None` when it would have to be admitted first.
-fn capped<'a>(set: &HashSet<Box<str>>, cap: usize, value: &'a str) -> Option<&'a str> {
+fn capped<'a>(set: &HashSet<Box<str>, RandomState>, cap: usize, value: &'a str) -> Option<&'a str> {
     if value.len() > MAX_LABEL_BYTES {
         Some(OTHER)
     } else if set.contains(value) {
@@ -151,7 +157,7 @@ fn capped<'a>(set: &HashSet<Box<str>>, cap: usize, value: &'a str) -> Option<&'a
 }
 
 /// The label for `value`, admitting it into the set while the cap allows.
-fn admit<'a>(set: &mut HashSet<Box<str>>, cap: usize, value: &'a str) -> &'a str {
+fn admit<'a>(set: &mut HashSet<Box<str>, RandomState>, cap: usize, value: &'a str) -> &'a str {
     capped(set, cap, value).unwrap_or_else(|| {
         set.insert(value.into());
         value

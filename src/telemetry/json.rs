@@ -116,8 +116,9 @@ impl<W: Write> Visit for Fields<'_, W> {
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.entry(field, |w| {
             if value.is_finite() {
-                // `{:?}` always writes a JSON number: a point or an exponent, never `inf`.
-                write!(w, "{value:?}")
+                // serde_json's own float writer (so the text is what tracing-subscriber's JSON
+                // format wrote): shortest round-trip digits, a third of `{:?}`'s cost.
+                w.write_str(zmij::Buffer::new().format_finite(value))
             } else {
                 w.write_str("null")
             }

@@ -4,6 +4,10 @@
 use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
+
+/// A map with foldhash (see [`CacheInner`]).
+type FastMap<K, V> = HashMap<K, V, RandomState>;
+type FastSet<K> = HashSet<K, RandomState>;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -49,11 +53,11 @@ pub struct CallHandles {
 #[derive(Default)]
 struct CacheInner {
     /// Method values admitted under the cap (they are exported as themselves).
-    methods: HashSet<Box<str>, RandomState>,
+    methods: FastSet<Box<str>>,
     /// Tool values admitted under the cap; "" is never stored, it is always allowed.
-    tools: HashSet<Box<str>, RandomState>,
+    tools: FastSet<Box<str>>,
     /// Capped method → capped tool → handles. Bounded by (max_methods + 1) × (max_tools + 2).
-    pairs: HashMap<Box<str>, HashMap<Box<str>, Arc<PairHandles>, RandomState>, RandomState>,
+    pairs: FastMap<Box<str>, FastMap<Box<str>, Arc<PairHandles>>>,
 }
 
 /// Handles for one capped (method, tool) pair.
@@ -144,7 +148,7 @@ impl CacheInner {
 }
 
 /// The label for `value` in a capped set, or `None` when it would have to be admitted first.
-fn capped<'a>(set: &HashSet<Box<str>, RandomState>, cap: usize, value: &'a str) -> Option<&'a str> {
+fn capped<'a>(set: &FastSet<Box<str>>, cap: usize, value: &'a str) -> Option<&'a str> {
     if value.len() > MAX_LABEL_BYTES {
         Some(OTHER)
     } else if set.contains(value) {
@@ -157,7 +161,7 @@ fn capped<'a>(set: &HashSet<Box<str>, RandomState>, cap: usize, value: &'a str) 
 }
 
 /// The label for `value`, admitting it into the set while the cap allows.
-fn admit<'a>(set: &mut HashSet<Box<str>, RandomState>, cap: usize, value: &'a str) -> &'a str {
+fn admit<'a>(set: &mut FastSet<Box<str>>, cap: usize, value: &'a str) -> &'a str {
     capped(set, cap, value).unwrap_or_else(|| {
         set.insert(value.into());
         value

@@ -21,7 +21,6 @@ mod waiting;
 pub mod workers;
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +36,7 @@ use crate::metrics::{HttpMethod, Limit, Metrics};
 pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody};
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
-pub use forward::HOP_BY_HOP;
+pub use forward::{HOP_BY_HOP, Peer};
 use h1_conns::{Driven, H1Conns, SendError};
 pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
@@ -208,8 +207,9 @@ impl Proxy {
     pub async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
-        agent: SocketAddr,
+        peer: Peer,
     ) -> Result<Response<AgentBody>, Infallible> {
+        let agent = peer.addr;
         let started = Instant::now();
         self.ctx
             .metrics
@@ -295,7 +295,7 @@ impl Proxy {
         forward::strip_hop_by_hop(&mut parts.headers);
         forward::own_values(&mut parts.headers);
         forward::add_via(&mut parts.headers, parts.version);
-        forward::add_forwarded_for(&mut parts.headers, agent.ip());
+        forward::add_forwarded_for(&mut parts.headers, &peer);
         parts.uri = uri;
         // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
         parts.version = Version::HTTP_11;

@@ -27,8 +27,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::CurrentProxy;
 use super::tls::AgentTls;
+use super::{CurrentProxy, Peer};
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -104,9 +104,10 @@ pub async fn serve(
                 let current = proxy.clone();
                 let started = Arc::new(AtomicBool::new(false));
                 let first = started.clone();
+                let peer = Peer::new(agent);
                 let service = service_fn(move |req| {
                     first.store(true, Ordering::Relaxed);
-                    current.load().handle(req, agent)
+                    current.load().handle(req, peer.clone())
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.
                 let acceptor = tls.load();

@@ -293,9 +293,14 @@ impl Proxy {
             self.rewrite_host,
         );
         forward::strip_hop_by_hop(&mut parts.headers);
-        forward::own_values(&mut parts.headers);
+        // Only an h2 connection keeps values after sending them (`own_values`): a `https://`
+        // upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
+        if self.h1.is_none() {
+            forward::own_values(&mut parts.headers);
+        }
         forward::add_via(&mut parts.headers, parts.version);
         forward::add_forwarded_for(&mut parts.headers, &peer);
+        let agent_version = parts.version;
         parts.uri = uri;
         // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
         parts.version = Version::HTTP_11;
@@ -426,7 +431,9 @@ impl Proxy {
 
         let (mut parts, body) = response.into_parts();
         forward::strip_hop_by_hop(&mut parts.headers);
-        forward::own_values(&mut parts.headers);
+        if agent_version == Version::HTTP_2 {
+            forward::own_values(&mut parts.headers);
+        }
         forward::add_via(&mut parts.headers, parts.version);
         add_attempts(&mut parts.headers, waiting.attempts);
         parts.version = Version::HTTP_11;

@@ -18,9 +18,10 @@
 //! connection, as hyper-util's client does. At most [`MAX_IDLE`] connections wait; the oldest
 //! go first.
 //!
-//! The trade, measured (`bench/README.md`): at 16 and 64 agents fewer instructions and
-//! syscalls per call (SSE 1.5x the calls/s); with a single agent 10–20 % fewer calls/s, as
-//! hyper's parts now wake the very task polling them and tokio wakes its idle worker each time.
+//! Measured (`bench/README.md`): at 16 and 64 agents fewer instructions and syscalls per call
+//! (SSE 1.5x the calls/s). On a shared work-stealing runtime a single agent lost 10–20 % of
+//! its calls/s (hyper's parts wake the very task polling them, and tokio woke its idle worker
+//! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;

@@ -5,6 +5,7 @@
 //! them ([`CallRecord::set_error`]); otherwise only their length is logged, because upstream
 //! error text routinely echoes user input.
 
+use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -18,28 +19,29 @@ use crate::classify::{Layer, Outcome};
 pub const CALL_TARGET: &str = "strata::call";
 
 /// Everything worth knowing about one finished JSON-RPC call, written by [`CallRecord::emit`].
+/// Texts are borrowed where the call still holds them: a record is built and written at once.
 #[derive(Clone, Debug)]
-pub struct CallRecord {
+pub struct CallRecord<'a> {
     /// The upstream's configured name or address.
     pub upstream: Arc<str>,
     /// The `Mcp-Session-Id`, hashed; `None` before a session exists (initialize).
     pub session: Option<SessionHash>,
     /// `clientInfo` as `name@version`, from this session's initialize, when strata saw it.
-    pub client: Option<String>,
+    pub client: Option<Cow<'a, str>>,
     /// The negotiated (or `MCP-Protocol-Version` header's) protocol revision.
-    pub protocol_version: Option<String>,
-    pub method: String,
+    pub protocol_version: Option<Cow<'a, str>>,
+    pub method: Cow<'a, str>,
     /// `params.name` for tools/call.
-    pub tool: Option<String>,
+    pub tool: Option<Cow<'a, str>>,
     /// The request id as its JSON text: `7` or `"abc"` (quotes included), so the two never
     /// look alike.
-    pub jsonrpc_id: String,
+    pub jsonrpc_id: Cow<'a, str>,
     /// Upstream attempts made by strata (1 when there was no retry).
     pub attempts: u32,
     /// Final HTTP status of each attempt, in order.
     pub http_statuses: Vec<u16>,
     /// The final response's `Content-Type`.
-    pub content_type: Option<String>,
+    pub content_type: Option<Cow<'a, str>>,
     /// SSE events seen on the response stream (0 for a JSON response).
     pub sse_events: u32,
     /// The JSON-RPC `error.code`, when the response was an error.
@@ -48,9 +50,9 @@ pub struct CallRecord {
     pub error_message_len: Option<usize>,
     /// The JSON-RPC `error.message` itself; set only through [`CallRecord::set_error`] with
     /// logging of messages enabled.
-    pub error_message: Option<String>,
+    pub error_message: Option<Cow<'a, str>>,
     /// The result's `resultType` (2026-07-28), when present.
-    pub result_type: Option<String>,
+    pub result_type: Option<Cow<'a, str>>,
     /// The outcome; the logged `layer` is derived from it, so the two cannot disagree.
     pub outcome: Outcome,
     pub retry_origin: RetryOrigin,
@@ -85,12 +87,12 @@ pub fn hash_session(id: &str) -> String {
 
 // === impl CallRecord ===
 
-impl CallRecord {
+impl<'a> CallRecord<'a> {
     /// A record with the facts every call has; the optional ones start empty (`attempts` 1).
     pub fn new(
         upstream: Arc<str>,
-        method: impl Into<String>,
-        jsonrpc_id: impl Into<String>,
+        method: impl Into<Cow<'a, str>>,
+        jsonrpc_id: impl Into<Cow<'a, str>>,
         outcome: Outcome,
         duration: Duration,
     ) -> Self {
@@ -125,7 +127,7 @@ impl CallRecord {
     pub fn set_error(&mut self, code: i64, message: &str, log_messages: bool) {
         self.error_code = Some(code);
         self.error_message_len = Some(message.len());
-        self.error_message = log_messages.then(|| message.to_owned());
+        self.error_message = log_messages.then(|| Cow::Owned(message.to_owned()));
     }
 
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message
@@ -138,9 +140,9 @@ impl CallRecord {
             session = self.session.as_ref().map(SessionHash::as_str),
             client = self.client.as_deref(),
             protocol_version = self.protocol_version.as_deref(),
-            method = self.method.as_str(),
+            method = &*self.method,
             tool = self.tool.as_deref(),
-            jsonrpc_id = self.jsonrpc_id.as_str(),
+            jsonrpc_id = &*self.jsonrpc_id,
             attempts = self.attempts,
             http_statuses = %Statuses(&self.http_statuses),
             content_type = self.content_type.as_deref(),

@@ -3,7 +3,7 @@ use crate::telemetry::capture_json;
 
 const RAW_SESSION: &str = "3f2a9c1e-raw-session-id-7b";
 
-fn tool_call() -> CallRecord {
+fn tool_call() -> CallRecord<'static> {
     let mut r = CallRecord::new(
         Arc::from("http://127.0.0.1:8000/mcp"),
         "tools/call",

@@ -1,6 +1,7 @@
 //! The call tracker: the response-body sink that feeds the classifier and, as each request's
 //! verdict is reached, counts it and writes its log record — exactly once per request.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -331,7 +332,7 @@ pub(super) fn record_call(
 
     let mut record = CallRecord::new(
         ctx.upstream.clone(),
-        method.into_owned(),
+        method.clone(),
         id_text(request),
         verdict.outcome,
         duration,
@@ -339,15 +340,15 @@ pub(super) fn record_call(
     record.session = facts.session.map(SessionHash::new);
     // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
     record.client = match request.client.kind {
-        Kind::String => Some(request.client.text_lossy().into_owned()),
-        _ => facts.client.map(str::to_owned),
+        Kind::String => Some(request.client.text_lossy()),
+        _ => facts.client.map(Cow::Borrowed),
     };
     record.protocol_version = match facts.protocol_version {
-        Some(header) => Some(header.to_owned()),
+        Some(header) => Some(Cow::Borrowed(header)),
         None => (request.protocol_version.kind == Kind::String)
-            .then(|| request.protocol_version.text_lossy().into_owned()),
+            .then(|| request.protocol_version.text_lossy()),
     };
-    record.tool = (request.tool.kind == Kind::String).then(|| tool.into_owned());
+    record.tool = (request.tool.kind == Kind::String).then_some(tool);
     record.http_statuses = facts.statuses;
     record.attempts = facts.attempts;
     if facts.client_retry {
@@ -355,28 +356,22 @@ pub(super) fn record_call(
     } else if facts.attempts > 1 {
         record.retry_origin = RetryOrigin::Proxy;
     }
-    record.content_type = facts.content_type.map(str::to_owned);
+    record.content_type = facts.content_type.map(Cow::Borrowed);
     record.sse_events = facts.sse_events;
     record.error_code = verdict.error_code;
     record.error_message_len = verdict.error_message_len;
     if ctx.log_error_messages {
-        record.error_message = verdict
-            .error_message
-            .as_ref()
-            .map(|m| m.text_lossy().into_owned());
+        record.error_message = verdict.error_message.as_ref().map(|m| m.text_lossy());
     }
-    record.result_type = verdict
-        .result_type
-        .as_ref()
-        .map(|r| r.text_lossy().into_owned());
+    record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
     record.emit();
 }
 
 /// The request id as JSON text: `7`, or `"abc"` with its quotes.
-fn id_text(request: &Request) -> String {
+fn id_text(request: &Request) -> Cow<'_, str> {
     let text = request.id.text_lossy();
     match request.id.kind {
-        Kind::String => serde_json::Value::String(text.into_owned()).to_string(),
-        _ => text.into_owned(),
+        Kind::String => Cow::Owned(serde_json::Value::String(text.into_owned()).to_string()),
+        _ => text,
     }
 }

@@ -128,7 +128,7 @@ pub struct UpstreamBody {
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     metrics: Arc<Metrics>,
     /// The connection this body arrives on, when strata drives it (`h1_conns.rs`).
-    driven: Option<Box<Driven>>,
+    driven: Option<Driven>,
     /// The head, or a data frame, went to hyper since this body last returned `Pending`.
     unflushed: bool,
     /// An error held back until what came before it was flushed, and the yield that waits for
@@ -153,7 +153,7 @@ pub enum ProxyBody<S: BodySink> {
 impl UpstreamBody {
     pub fn new(
         inner: Incoming,
-        driven: Option<Box<Driven>>,
+        driven: Option<Driven>,
         idle: Option<Duration>,
         metrics: Arc<Metrics>,
     ) -> Self {

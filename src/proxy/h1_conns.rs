@@ -59,12 +59,17 @@ pub struct H1Conns {
     /// One list per thread: a connection is registered with the runtime of the thread that
     /// made it (one per worker, `workers.rs`), and used from another it would wake that
     /// thread for every read.
-    idle: ThreadLocal<Mutex<VecDeque<Idle>>>,
+    idle: ThreadLocal<Mutex<VecDeque<Box<Held>>>>,
 }
 
-struct Idle {
+/// One connection, boxed once when it is made and handed around by its box from then on: a
+/// hyper connection is ~700 bytes, which moved by value at checkout, send and check-in cost
+/// a copy each and a fresh box per call.
+struct Held {
     send: SendRequest<RequestBody>,
-    conn: Conn,
+    /// `None` once it ended (closed or broke).
+    conn: Option<Conn>,
+    /// When it went idle (meaningful in the idle list only).
     since: Instant,
 }
 
@@ -72,8 +77,7 @@ struct Idle {
 /// cache when the response has ended whole. Dropped before that (the agent left, the body
 /// broke), it closes the connection.
 pub struct Driven {
-    send: SendRequest<RequestBody>,
-    conn: Option<Conn>,
+    held: Box<Held>,
     home: Arc<H1Conns>,
 }
 
@@ -147,37 +151,36 @@ impl H1Conns {
     pub async fn send(
         self: &Arc<Self>,
         mut request: Request<RequestBody>,
-    ) -> Result<(Response<Incoming>, Box<Driven>), SendError> {
+    ) -> Result<(Response<Incoming>, Driven), SendError> {
         // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
         // travels in `Host` (`forward::set_host`). hyper's connection writes the URI as given.
         if let Some(target) = request.uri().path_and_query().cloned() {
             *request.uri_mut() = Uri::from(target);
         }
         loop {
-            let (mut send, conn, reused) = match self.checkout().await {
-                Some((send, conn)) => (send, conn, true),
-                None => {
-                    let (send, conn) = self.connect().await?;
-                    (send, conn, false)
-                }
+            let (mut held, reused) = match self.checkout().await {
+                Some(held) => (held, true),
+                None => (self.connect().await?, false),
             };
-            let mut conn = Some(conn);
-            let mut response = pin!(send.try_send_request(request));
-            let sent = poll_fn(|cx| {
-                if let Some(c) = conn.as_mut()
-                    && Pin::new(c).poll(cx).is_ready()
-                {
-                    // It ended (closed, or broke): dropping it fails the request, if it is
-                    // still waiting, with hyper's reason.
-                    conn = None;
-                }
-                response.as_mut().poll(cx)
-            })
-            .await;
+            let sent = {
+                let Held { send, conn, .. } = &mut *held;
+                let mut response = pin!(send.try_send_request(request));
+                poll_fn(|cx| {
+                    if let Some(c) = conn.as_mut()
+                        && Pin::new(c).poll(cx).is_ready()
+                    {
+                        // It ended (closed, or broke): dropping it fails the request, if it
+                        // is still waiting, with hyper's reason.
+                        *conn = None;
+                    }
+                    response.as_mut().poll(cx)
+                })
+                .await
+            };
             match sent {
                 Ok(response) => {
                     let home = self.clone();
-                    return Ok((response, Box::new(Driven { send, conn, home })));
+                    return Ok((response, Driven { held, home }));
                 }
                 Err(mut err) => match err.take_message() {
                     Some(unsent) if reused => request = unsent,
@@ -188,7 +191,7 @@ impl H1Conns {
     }
 
     /// The most recently used idle connection still alive, if any.
-    async fn checkout(&self) -> Option<(SendRequest<RequestBody>, Conn)> {
+    async fn checkout(&self) -> Option<Box<Held>> {
         loop {
             let mut idle = {
                 let mut list = self.lock();
@@ -201,15 +204,21 @@ impl H1Conns {
             };
             // Polled once: one the server closed ends now; a healthy one settles into
             // waiting for the next request.
-            let ended =
-                poll_fn(|cx| Poll::Ready(Pin::new(&mut idle.conn).poll(cx).is_ready())).await;
+            let ended = poll_fn(|cx| {
+                Poll::Ready(
+                    idle.conn
+                        .as_mut()
+                        .is_none_or(|c| Pin::new(c).poll(cx).is_ready()),
+                )
+            })
+            .await;
             if !ended && idle.send.is_ready() {
-                return Some((idle.send, idle.conn));
+                return Some(idle);
             }
         }
     }
 
-    async fn connect(&self) -> Result<(SendRequest<RequestBody>, Conn), SendError> {
+    async fn connect(&self) -> Result<Box<Held>, SendError> {
         let connect = TcpStream::connect((&*self.host, self.port));
         let tcp = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(Ok(tcp)) => tcp,
@@ -223,22 +232,24 @@ impl H1Conns {
         };
         // A request head and a small body go out at once, not after a delayed ACK.
         let _ = tcp.set_nodelay(true);
-        Ok(self.builder.handshake(TokioIo::new(tcp)).await?)
+        let (send, conn) = self.builder.handshake(TokioIo::new(tcp)).await?;
+        Ok(Box::new(Held {
+            send,
+            conn: Some(conn),
+            since: Instant::now(),
+        }))
     }
 
     /// Keeps a connection whose response ended whole, for the next call.
-    fn checkin(&self, send: SendRequest<RequestBody>, conn: Conn) {
+    fn checkin(&self, mut held: Box<Held>) {
         let now = Instant::now();
+        held.since = now;
         let mut list = self.lock();
         let mut dropped = self.expired(&mut list, now);
         if list.len() >= MAX_IDLE {
             dropped.extend(list.pop_front());
         }
-        list.push_back(Idle {
-            send,
-            conn,
-            since: now,
-        });
+        list.push_back(held);
         drop(list);
         // Closed outside the lock.
         drop(dropped);
@@ -256,7 +267,7 @@ impl H1Conns {
     }
 
     /// Takes the connections idle for the limit or longer (the oldest are at the front).
-    fn expired(&self, list: &mut VecDeque<Idle>, now: Instant) -> Vec<Idle> {
+    fn expired(&self, list: &mut VecDeque<Box<Held>>, now: Instant) -> VecDeque<Box<Held>> {
         let fresh = list
             .iter()
             .position(|i| now.duration_since(i.since) < self.idle_limit)
@@ -274,7 +285,7 @@ impl H1Conns {
 
     /// This thread's list. A poisoned lock only means a thread panicked while holding it; the
     /// list is still a list.
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Idle>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Box<Held>>> {
         self.idle
             .get_or_default()
             .lock()
@@ -288,20 +299,20 @@ impl Driven {
     /// Moves the connection on: reads what the response body is waiting for, writes what is
     /// left of the request. A connection that ended is let go.
     pub fn poll(&mut self, cx: &mut Context<'_>) {
-        if let Some(c) = self.conn.as_mut()
+        if let Some(c) = self.held.conn.as_mut()
             && Pin::new(c).poll(cx).is_ready()
         {
-            self.conn = None;
+            self.held.conn = None;
         }
     }
 
     /// The response ended whole: the connection is polled once more, to settle into waiting
     /// for the next request, and goes back to the cache.
-    pub fn finish(mut self: Box<Self>, cx: &mut Context<'_>) {
+    pub fn finish(mut self, cx: &mut Context<'_>) {
         self.poll(cx);
-        let Driven { send, conn, home } = *self;
-        if let Some(conn) = conn {
-            home.checkin(send, conn);
+        let Driven { held, home } = self;
+        if held.conn.is_some() {
+            home.checkin(held);
         }
     }
 }

@@ -185,7 +185,7 @@ impl Proxy {
     async fn send(
         &self,
         request: Request<RequestBody>,
-    ) -> Result<(Response<Incoming>, Option<Box<Driven>>), SendError> {
+    ) -> Result<(Response<Incoming>, Option<Driven>), SendError> {
         match &self.h1 {
             Some(conns) => {
                 let (response, driven) = conns.send(request).await?;

@@ -27,8 +27,8 @@ async fn idle_connections_are_closed_by_the_sweep() {
     let (authority, closed) = upstream().await;
     let limit = Duration::from_millis(60);
     let conns = H1Conns::new(&authority, Duration::from_secs(5), limit);
-    let (send, conn) = conns.connect().await.unwrap();
-    conns.checkin(send, conn);
+    let held = conns.connect().await.unwrap();
+    conns.checkin(held);
     assert_eq!(conns.idle_count(), 1);
     tokio::time::timeout(Duration::from_secs(5), closed)
         .await
@@ -42,8 +42,8 @@ async fn idle_connections_are_closed_by_the_sweep() {
 async fn a_connection_within_the_limit_is_kept_and_taken() {
     let (authority, mut closed) = upstream().await;
     let conns = H1Conns::new(&authority, Duration::from_secs(5), Duration::from_secs(30));
-    let (send, conn) = conns.connect().await.unwrap();
-    conns.checkin(send, conn);
+    let held = conns.connect().await.unwrap();
+    conns.checkin(held);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(conns.idle_count(), 1);
     assert!(closed.try_recv().is_err());

@@ -33,6 +33,12 @@ impl MessageSink for Collect<'_> {
     fn message(&mut self, env: &Envelope) {
         if let Some(request) = Request::from_envelope(env) {
             if self.0.requests.len() < MAX_BATCH_REQUESTS {
+                // One request is the usual body: room for exactly it (a `Request` is ~800
+                // bytes, and a first push would make room for four — kept for as long as the
+                // response streams); batches then grow as usual.
+                if self.0.requests.capacity() == 0 {
+                    self.0.requests.reserve_exact(1);
+                }
                 self.0.requests.push(request);
             } else {
                 self.0.overflow += 1;

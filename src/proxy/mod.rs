@@ -323,7 +323,9 @@ impl Proxy {
         // first call claims the key (issue "Retry and idempotency policy").
         let mut claimed = None;
         if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
-            match self.claim_key(&parts, value.as_bytes(), body).await {
+            // Boxed: only calls with a key take this path, and its future would be a third
+            // of every call's (see the send future below).
+            match Box::pin(self.claim_key(&parts, value.as_bytes(), body)).await {
                 KeyClaim::None => {}
                 KeyClaim::Fresh(ticket, ids) => claimed = Some((ticket, ids)),
                 KeyClaim::Replay(record, ids) => {

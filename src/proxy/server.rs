@@ -116,8 +116,10 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let _permit = permit;
                     // The TLS handshake runs here, not in the accept loop: a slow agent delays
-                    // only itself. It is bounded by `header_read` too.
-                    let Some(io) = tls.accept(acceptor, stream, agent, header_read).await else {
+                    // only itself. It is bounded by `header_read` too. Boxed: its future is
+                    // larger than the connection's, and would size this task for its life.
+                    let accept = Box::pin(tls.accept(acceptor, stream, agent, header_read));
+                    let Some(io) = accept.await else {
                         return;
                     };
                     let conn = builder

@@ -408,6 +408,12 @@ impl JsonScanner {
         let len = chunk.len();
         let mut i = 0;
         while i < len {
+            if self.depth >= self.quiet
+                && let Some(next) = self.quiet_run(chunk, i, sink)?
+            {
+                i = next;
+                continue;
+            }
             let b = chunk[i];
             match self.state {
                 State::Str => i = self.string(chunk, i, sink)?,
@@ -499,7 +505,7 @@ impl JsonScanner {
         sink: &mut S,
     ) -> Result<usize, Malformed> {
         let rest = &chunk[i..];
-        let p = string_run(rest);
+        let p = key_run(rest);
         if rest.get(p) != Some(&b'"') {
             return self.key_in_parts(chunk, i, sink);
         }
@@ -1173,6 +1179,19 @@ pub(crate) fn string_run(seg: &[u8]) -> usize {
     }
 }
 
+/// [`string_run`] for a key: keys are short, so when the first 16 bytes hold the stop, one
+/// inline compare finds it (no call, no loop set up).
+#[inline(always)]
+fn key_run(rest: &[u8]) -> usize {
+    if let Some(head) = rest.first_chunk::<16>() {
+        let p = head_run(head);
+        if p < 16 {
+            return p;
+        }
+    }
+    string_run(rest)
+}
+
 /// [`string_run`] over exactly 16 bytes (16 when none stops): one compare on x86-64.
 #[inline(always)]
 fn head_run(head: &[u8; 16]) -> usize {
@@ -1238,6 +1257,7 @@ mod sse2;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod quiet;
 mod strings;
 
 #[cfg(test)]

@@ -140,56 +140,73 @@ impl JsonScanner {
                     continue;
                 }
             };
-            // A value (`close`: or the `]` of an empty array).
-            let Some(b) = skip_ws(chunk, &mut i) else {
-                break (i, false);
-            };
-            let token = match b {
-                b'"' => self.quiet_string(chunk, i + 1)?,
-                b'{' | b'[' => {
-                    if depth == MAX_DEPTH {
-                        return Err(Malformed::DepthLimit);
-                    }
-                    let open = b == b'{';
-                    let (word, bit) = (depth / 64, depth % 64);
-                    if open {
-                        self.stack[word] |= 1 << bit;
-                        at = At::Key { close: true };
-                    } else {
-                        self.stack[word] &= !(1 << bit);
-                        at = At::Value { close: true };
-                    }
-                    depth += 1;
-                    object = open;
-                    i += 1;
-                    continue;
-                }
-                b']' if close => {
-                    if depth == floor {
-                        break 'scan self.close_floor(depth, object, i, sink)?;
-                    }
-                    (depth, object) = self.pop(depth);
-                    i += 1;
-                    at = At::After;
-                    continue;
-                }
-                b'-' | b'0'..=b'9' => self.quiet_number(chunk, i)?,
-                b't' | b'f' | b'n' => self.quiet_literal(chunk, i, b)?,
-                _ => return Err(Malformed::Syntax),
-            };
-            at = At::After;
-            match token {
-                Token::Done(next) => i = next,
-                Token::Handoff(next) => break (next, true),
-            }
-            // The usual case: a comma at once.
-            if chunk.get(i) == Some(&b',') {
-                i += 1;
-                at = if object {
-                    At::Key { close: false }
-                } else {
-                    At::Value { close: false }
+            // Values, and while a comma follows one at once, the next member or element: in
+            // an object its key and colon taken here too. The usual run of a container goes
+            // round this loop on plain branches, without a dispatch on `at` per value.
+            let mut close = close;
+            loop {
+                // A value (`close`: or the `]` of an empty array).
+                let Some(b) = skip_ws(chunk, &mut i) else {
+                    at = At::Value { close };
+                    break 'scan (i, false);
                 };
+                let token = match b {
+                    b'"' => self.quiet_string(chunk, i + 1)?,
+                    b'{' | b'[' => {
+                        if depth == MAX_DEPTH {
+                            return Err(Malformed::DepthLimit);
+                        }
+                        let open = b == b'{';
+                        let (word, bit) = (depth / 64, depth % 64);
+                        if open {
+                            self.stack[word] |= 1 << bit;
+                            at = At::Key { close: true };
+                        } else {
+                            self.stack[word] &= !(1 << bit);
+                            at = At::Value { close: true };
+                        }
+                        depth += 1;
+                        object = open;
+                        i += 1;
+                        continue 'scan;
+                    }
+                    b']' if close => {
+                        if depth == floor {
+                            break 'scan self.close_floor(depth, object, i, sink)?;
+                        }
+                        (depth, object) = self.pop(depth);
+                        i += 1;
+                        at = At::After;
+                        continue 'scan;
+                    }
+                    b'-' | b'0'..=b'9' => self.quiet_number(chunk, i)?,
+                    b't' | b'f' | b'n' => self.quiet_literal(chunk, i, b)?,
+                    _ => return Err(Malformed::Syntax),
+                };
+                at = At::After;
+                match token {
+                    Token::Done(next) => i = next,
+                    Token::Handoff(next) => break 'scan (next, true),
+                }
+                if chunk.get(i) != Some(&b',') {
+                    continue 'scan;
+                }
+                i += 1;
+                close = false;
+                if !object {
+                    continue;
+                }
+                // The next member: a whole key and its colon right after the comma go on
+                // here; anything else goes round the grammar positions.
+                if chunk.get(i) == Some(&b'"')
+                    && let Some(next) = short_key(chunk, i + 1)
+                    && chunk.get(next) == Some(&b':')
+                {
+                    i = next + 1;
+                    continue;
+                }
+                at = At::Key { close: false };
+                continue 'scan;
             }
         };
         if self.depth < floor {

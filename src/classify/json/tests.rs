@@ -402,7 +402,10 @@ fn untracked_containers_take_every_token_at_every_split() {
         (br#"{"result":{"x":{"a" 1}}}"#, Malformed::Syntax),
         (br#"{"result":{"x":{"a":1,}}}"#, Malformed::Syntax),
         (br#"{"result":{"x":["\x"]}}"#, Malformed::Syntax),
-        (b"{\"result\":{\"x\":[\"a\x01\"]}}", Malformed::ControlCharacter),
+        (
+            b"{\"result\":{\"x\":[\"a\x01\"]}}",
+            Malformed::ControlCharacter,
+        ),
         (br#"{"result":{"x":["\ud800"]}}"#, Malformed::LoneSurrogate),
         (br#"{"result":{"x":[tru]}}"#, Malformed::Syntax),
         (br#"{"result":{"x":[1}}}"#, Malformed::Syntax),

@@ -452,9 +452,9 @@ impl SseFramer {
 
     fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
         // WHATWG: the last event ID string is set first, even when nothing is dispatched.
-        if !self.last_event_id.same_bytes(&self.id_buffer) {
-            self.last_event_id.copy_from(&self.id_buffer);
-        }
+        // Copied without comparing first: ids are short and usually new each event, and the
+        // compare was a `memcmp` call per event on top of the copy.
+        self.last_event_id.copy_from(&self.id_buffer);
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.
             self.event_type.start(Kind::Absent);

@@ -370,3 +370,70 @@ fn wide_string_levels_give_the_narrow_verdict_at_any_split() {
         }
     }
 }
+
+/// Inside a container nothing is followed in (`x` under `result`), the quiet loop
+/// (`json/quiet.rs`) takes every kind of token, and hands cut ones to the general loop: the
+/// verdict and the captures around it are the same at every split, and each fault is the one
+/// the general loop reports.
+#[test]
+fn untracked_containers_take_every_token_at_every_split() {
+    let body = br#"{"jsonrpc":"2.0","id":1,"result":{"x":{"a":[1,-0.5e+3,0,10,true,false,null,"s\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00",{},[],{"k":[[]]}],"b" : { "c" : 12 , "d":"" } , "e\u0041":-0},"content":[],"isError":false}}"#;
+    let (msgs, verdict) = every_split(body);
+    assert_eq!(
+        verdict,
+        Ok(Document {
+            batch: false,
+            messages: 1
+        })
+    );
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].content, Kind::Array);
+    assert_eq!(msgs[0].is_error, Kind::False);
+    assert_eq!(msgs[0].id.bytes(), b"1");
+
+    let deep = format!(
+        r#"{{"result":{{"x":{}{}}}}}"#,
+        "[".repeat(MAX_DEPTH),
+        "]".repeat(MAX_DEPTH)
+    );
+    // Each fault comes after a few tokens, so that the quiet loop, not the general one, is
+    // the one that meets it (it takes over after `QUIET_LOOP_AFTER` turns).
+    let faults: [(&[u8], Malformed); 12] = [
+        (br#"{"result":{"x":[0,0,0,0,0,01]}}"#, Malformed::Syntax),
+        (br#"{"result":{"x":[0,0,0,0,0,1,]}}"#, Malformed::Syntax),
+        (
+            br#"{"result":{"x":{"p":[0,0,0,0],"a" 1}}}"#,
+            Malformed::Syntax,
+        ),
+        (
+            br#"{"result":{"x":{"p":[0,0,0,0],"a":1,}}}"#,
+            Malformed::Syntax,
+        ),
+        (br#"{"result":{"x":[0,0,0,0,0,"\x"]}}"#, Malformed::Syntax),
+        (
+            b"{\"result\":{\"x\":[0,0,0,0,0,\"a\x01\"]}}",
+            Malformed::ControlCharacter,
+        ),
+        (
+            br#"{"result":{"x":[0,0,0,0,0,"\ud800"]}}"#,
+            Malformed::LoneSurrogate,
+        ),
+        (br#"{"result":{"x":[0,0,0,0,0,tru]}}"#, Malformed::Syntax),
+        (br#"{"result":{"x":[0,0,0,0,0,1}}}"#, Malformed::Syntax),
+        (br#"{"result":{"x":[0,0,0,0,0,-]}}"#, Malformed::Syntax),
+        (
+            br#"{"result":{"x":{"p":[0,0,0,0],"a":[1.]}"#,
+            Malformed::Syntax,
+        ),
+        (
+            br#"{"result":{"x":{"p":[0,0,0,0],"a":[1,"#,
+            Malformed::Truncated,
+        ),
+    ];
+    for (input, why) in faults {
+        let (_, verdict) = every_split(input);
+        assert_eq!(verdict, Err(why), "{}", String::from_utf8_lossy(input));
+    }
+    let (_, verdict) = every_split(deep.as_bytes());
+    assert_eq!(verdict, Err(Malformed::DepthLimit));
+}

@@ -85,6 +85,13 @@ enum Num {
     ExpDigits,
 }
 
+impl Num {
+    /// A number may end in this state (RFC 8259 §6: not after `-`, `.`, `e` or its sign).
+    fn may_end(self) -> bool {
+        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// Expecting a value; `close` allows `]` (just after `[`).
@@ -648,23 +655,7 @@ impl JsonScanner {
     ) -> Result<usize, Malformed> {
         let start = i;
         let len = chunk.len();
-        while i < len {
-            // Runs of digits keep an integer, fraction or exponent in its state: skipped
-            // without the state table.
-            if matches!(num, Num::Int | Num::Frac | Num::ExpDigits) {
-                i += chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-                if i == len {
-                    break;
-                }
-            }
-            match next_num(num, chunk[i]) {
-                Some(next) => {
-                    num = next;
-                    i += 1;
-                }
-                None => break,
-            }
-        }
+        (i, num) = number_run(chunk, i, num);
         if let Dest::Slot(slot) = self.dest {
             self.envelope.push(slot, &chunk[start..i]);
         }
@@ -975,12 +966,11 @@ impl JsonScanner {
         num: Num,
         sink: &mut S,
     ) -> Result<(), Malformed> {
-        match num {
-            Num::Zero | Num::Int | Num::Frac | Num::ExpDigits => {
-                self.end_value(sink);
-                Ok(())
-            }
-            _ => Err(Malformed::Syntax),
+        if num.may_end() {
+            self.end_value(sink);
+            Ok(())
+        } else {
+            Err(Malformed::Syntax)
         }
     }
 
@@ -1102,6 +1092,31 @@ fn utf8_width(lead: u8) -> usize {
         0xF0..=0xF4 => 4,
         _ => 1,
     }
+}
+
+/// Scans a number on from `i` in state `num`: returns where it stopped (a byte that does not
+/// continue it, or the chunk's end) and the state there.
+#[inline(always)]
+fn number_run(chunk: &[u8], mut i: usize, mut num: Num) -> (usize, Num) {
+    let len = chunk.len();
+    while i < len {
+        // Runs of digits keep an integer, fraction or exponent in its state: skipped without
+        // the state table.
+        if matches!(num, Num::Int | Num::Frac | Num::ExpDigits) {
+            i += chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+            if i == len {
+                break;
+            }
+        }
+        match next_num(num, chunk[i]) {
+            Some(next) => {
+                num = next;
+                i += 1;
+            }
+            None => break,
+        }
+    }
+    (i, num)
 }
 
 /// The next number state, or `None` when `b` does not continue the number.

@@ -14,7 +14,7 @@
 
 use super::{
     Dest, JsonScanner, MAX_DEPTH, Malformed, MessageSink, Num, SHORT_ESCAPES, State, Word,
-    next_num, tail_matches,
+    number_run, tail_matches,
 };
 
 /// Where the grammar stands between tokens (the boundary states of [`State`]).
@@ -313,7 +313,7 @@ impl JsonScanner {
 
     /// A number whose first byte is at `i`: as [`Self::number`] does, without a capture.
     #[inline(always)]
-    fn quiet_number(&mut self, chunk: &[u8], mut i: usize) -> Result<Token, Malformed> {
+    fn quiet_number(&mut self, chunk: &[u8], i: usize) -> Result<Token, Malformed> {
         let len = chunk.len();
         // The usual number: digits (no sign, fraction or exponent) that a comma or bracket
         // ends inside the chunk. Anything else takes the general number states below.
@@ -329,35 +329,21 @@ impl JsonScanner {
                 return Ok(Token::Done(j));
             }
         }
-        let mut num = match chunk[i] {
+        let start = match first {
             b'-' => Num::Minus,
             b'0' => Num::Zero,
             _ => Num::Int,
         };
-        i += 1;
-        while i < len {
-            if matches!(num, Num::Int | Num::Frac | Num::ExpDigits) {
-                i += chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-                if i == len {
-                    break;
-                }
-            }
-            match next_num(num, chunk[i]) {
-                Some(next) => {
-                    num = next;
-                    i += 1;
-                }
-                None => break,
-            }
-        }
+        let (i, num) = number_run(chunk, i + 1, start);
         if i == len {
             self.state = State::Number(num);
             return Ok(Token::Handoff(len));
         }
         // The byte at `i` ends the number; it is scanned as the next token.
-        match num {
-            Num::Zero | Num::Int | Num::Frac | Num::ExpDigits => Ok(Token::Done(i)),
-            _ => Err(Malformed::Syntax),
+        if num.may_end() {
+            Ok(Token::Done(i))
+        } else {
+            Err(Malformed::Syntax)
         }
     }
 

@@ -67,43 +67,27 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(config.metrics.max_methods, config.metrics.max_tools)?;
     let current = CurrentProxy::new(Proxy::new(config, metrics.clone())?);
     let tls = AgentTls::new(config.tls.as_ref(), metrics.clone())?;
-    let listener =
-        TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| StartError::BindListen {
-                addr: config.listen,
-                source,
-            })?;
-    let admin_listener =
-        TcpListener::bind(config.admin)
-            .await
-            .map_err(|source| StartError::BindAdmin {
-                addr: config.admin,
-                source,
-            })?;
-    let listen = listener
-        .local_addr()
-        .map_err(|source| StartError::BindListen {
-            addr: config.listen,
-            source,
-        })?;
-    let admin = admin_listener
-        .local_addr()
-        .map_err(|source| StartError::BindAdmin {
-            addr: config.admin,
-            source,
-        })?;
+    let listen_error = |source| StartError::BindListen {
+        addr: config.listen,
+        source,
+    };
+    let admin_error = |source| StartError::BindAdmin {
+        addr: config.admin,
+        source,
+    };
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(listen_error)?;
+    let admin_listener = TcpListener::bind(config.admin).await.map_err(admin_error)?;
+    let listen = listener.local_addr().map_err(listen_error)?;
+    let admin = admin_listener.local_addr().map_err(admin_error)?;
 
     let health = Arc::new(Health::new());
     let (stop, stopped) = watch::channel(false);
     let settings = server_settings(config);
     let permits = Arc::new(Semaphore::new(settings.max_connections));
-    let listener = listener
-        .into_std()
-        .map_err(|source| StartError::BindListen {
-            addr: config.listen,
-            source,
-        })?;
+    // Each worker registers its own duplicate with its own runtime (`proxy/workers.rs`).
+    let listener = listener.into_std().map_err(listen_error)?;
     let workers = {
         let (current, tls, stopped) = (current.clone(), tls.clone(), stopped.clone());
         Workers::spawn(config.workers.count(), listener, move |listener| {

@@ -24,6 +24,20 @@ fn agent(strata: &Running, transport: Transport) -> McpClient {
         .with_timeout(LIMIT)
 }
 
+/// `n` calls over HTTP/1.1, then `n` over h2, each on an agent connection of its own; each
+/// answered 200.
+async fn calls_on_fresh_connections(strata: &Running, n: usize) {
+    for transport in [Http1, Http2] {
+        for _ in 0..n {
+            let reply = agent(strata, transport)
+                .call_tool("healthy", json!({}))
+                .await
+                .unwrap();
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+    }
+}
+
 /// Calls one after another — on one agent connection, then each on an agent connection of its
 /// own, h1 and h2 — all go out on the one upstream connection the first call opened. One
 /// worker: each worker keeps its own idle connections (`proxy/workers.rs`).
@@ -36,15 +50,7 @@ async fn one_upstream_connection_serves_calls_one_after_another() {
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(reply.body, healthy_body(&reply.id).as_bytes());
     }
-    for transport in [Http1, Http2] {
-        for _ in 0..10 {
-            let reply = agent(&strata, transport)
-                .call_tool("healthy", json!({}))
-                .await
-                .unwrap();
-            assert_eq!(reply.status, StatusCode::OK);
-        }
-    }
+    calls_on_fresh_connections(&strata, 10).await;
     assert_eq!(upstream.connections(), 1);
 }
 
@@ -53,15 +59,7 @@ async fn one_upstream_connection_serves_calls_one_after_another() {
 #[tokio::test]
 async fn each_worker_reuses_its_own_upstream_connection() {
     let (upstream, strata) = setup(|c| c.workers = Workers::Count(2)).await;
-    for transport in [Http1, Http2] {
-        for _ in 0..15 {
-            let reply = agent(&strata, transport)
-                .call_tool("healthy", json!({}))
-                .await
-                .unwrap();
-            assert_eq!(reply.status, StatusCode::OK);
-        }
-    }
+    calls_on_fresh_connections(&strata, 15).await;
     assert!(
         (1..=2).contains(&upstream.connections()),
         "{} upstream connections",

@@ -56,12 +56,17 @@ pub struct Verdict {
 
 /// Where a request stands when the exchange is over.
 #[derive(Clone, Debug)]
+// `Final` is the one handed out on every call; boxing it to match `Pending` would add an
+// allocation per call where the rare variant is boxed instead.
+#[allow(clippy::large_enum_variant)]
 pub enum Resolution {
     Final(Verdict),
     /// A resumable SSE stream (its events carried ids) closed before the response: a GET with
     /// `Last-Event-ID` may still bring it (2025-03-26 … 2025-11-25 transports §Resumability).
+    /// (Boxed: rare, and ~280 bytes that every `Final` resolution would otherwise be moved
+    /// with.)
     Pending {
-        last_event_id: Captured<MAX_EVENT_ID>,
+        last_event_id: Box<Captured<MAX_EVENT_ID>>,
     },
 }
 
@@ -79,7 +84,7 @@ struct CallState {
 /// the request, and where it stands.
 pub struct Resolutions {
     calls: Enumerate<Zip<IntoIter<Request>, IntoIter<CallState>>>,
-    last_event_id: Option<Captured<MAX_EVENT_ID>>,
+    last_event_id: Option<Box<Captured<MAX_EVENT_ID>>>,
 }
 
 /// Most tool hints one `tools/list` response hands out (names come from the upstream).
@@ -195,13 +200,12 @@ impl Iterator for Resolutions {
             if call.reported {
                 continue;
             }
-            let tentative = call.tentative;
-            let resolution = match (call.verdict.filter(|_| !tentative), &self.last_event_id) {
-                (Some(v), _) => Resolution::Final(v),
-                (None, Some(id)) => Resolution::Pending {
+            let resolution = match (call.verdict, &self.last_event_id) {
+                (Some(v), _) if !call.tentative => Resolution::Final(v),
+                (_, Some(id)) => Resolution::Pending {
                     last_event_id: id.clone(),
                 },
-                (None, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
+                (_, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
             };
             return Some((i, request, resolution));
         }
@@ -460,7 +464,7 @@ impl Exchange {
         }
         let mut last_event_id = None;
         if let Scan::Sse(framer) = &self.scan {
-            last_event_id = framer.last_event_id().cloned();
+            last_event_id = framer.last_event_id().map(|id| Box::new(id.clone()));
         }
         let requests = std::mem::take(&mut self.correlator.requests);
         let calls = std::mem::take(&mut self.correlator.calls);

@@ -437,3 +437,38 @@ fn untracked_containers_take_every_token_at_every_split() {
     let (_, verdict) = every_split(deep.as_bytes());
     assert_eq!(verdict, Err(Malformed::DepthLimit));
 }
+
+#[test]
+fn a_character_cut_at_the_chunk_end_is_held_and_an_invalid_end_is_not() {
+    let e_acute = "é".as_bytes(); // C3 A9
+    let kanji = "東".as_bytes(); // E6 9D B1
+    // Whole ends: nothing held.
+    assert_eq!(whole_characters(b""), 0);
+    assert_eq!(whole_characters(b"ab"), 2);
+    assert_eq!(whole_characters(e_acute), 2);
+    assert_eq!(whole_characters(&[b"a".as_slice(), kanji].concat()), 4);
+    // Cut after the lead byte, or after one continuation byte: held from the lead.
+    assert_eq!(
+        whole_characters(&[b"ab".as_slice(), &e_acute[..1]].concat()),
+        2
+    );
+    assert_eq!(
+        whole_characters(&[b"ab".as_slice(), &kanji[..2]].concat()),
+        2
+    );
+    assert_eq!(whole_characters(&kanji[..1]), 0);
+    // Invalid ends are left for validation to report, not held: a stray continuation
+    // byte, a lead byte no character starts with, a lead and a continuation it cannot take.
+    assert_eq!(whole_characters(&[b'a', 0x80]), 2);
+    assert_eq!(whole_characters(&[b'a', 0xFF]), 2);
+    assert_eq!(whole_characters(&[b'a', 0xE0, 0x80]), 3);
+    // Fed in two pieces either way, the verdict is the same.
+    let doc = r#"{"t":"café 東"}"#.as_bytes();
+    for cut in 0..doc.len() {
+        let mut scanner = JsonScanner::new();
+        let mut sink = |_: &Envelope| {};
+        scanner.feed(&doc[..cut], &mut sink);
+        scanner.feed(&doc[cut..], &mut sink);
+        assert!(scanner.finish(&mut sink).is_ok(), "cut at {cut}");
+    }
+}

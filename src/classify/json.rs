@@ -23,6 +23,9 @@ use strings::Wide;
 /// the quiet loop's entry and exit); 4 and 8 both kept tools/list's gain, 4 did best on SSE.
 const QUIET_LOOP_AFTER: u8 = 4;
 
+/// Chunks up to this long are checked for ASCII before UTF-8 validation (see `validated`).
+const SHORT_CHUNK: usize = 512;
+
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
 pub const MAX_DEPTH: usize = 127;
 
@@ -368,7 +371,11 @@ impl JsonScanner {
         // (one 16 KiB chunk in ten of the string-heavy body), and `compat` then went over
         // the whole chunk a second time: the cut is found first, from the last 3 bytes.
         let (whole, cut) = chunk.split_at(whole_characters(chunk));
-        if simdutf8::basic::from_utf8(whole).is_ok() {
+        // A short chunk (an SSE event's data line, a small body) is most often ASCII: a
+        // word-at-a-time check costs less than simdutf8's setup for a few hundred bytes.
+        if (whole.len() <= SHORT_CHUNK && whole.is_ascii())
+            || simdutf8::basic::from_utf8(whole).is_ok()
+        {
             self.scan(whole, sink)?;
             self.utf8[..cut.len()].copy_from_slice(cut);
             self.utf8_len = cut.len();
@@ -506,6 +513,23 @@ impl JsonScanner {
             }
             b' ' | b'\t' | b'\n' | b'\r' => {}
             b']' if close => self.close(sink)?,
+            b'1'..=b'9' if self.depth >= self.quiet => {
+                // An integer inside an untracked container (a progress count, a schema's
+                // bound): its digits and the byte that ends it, without the number states.
+                let run = chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+                match chunk.get(i + run) {
+                    Some(b'.' | b'e' | b'E') | None => {
+                        self.begin_quiet(b)?;
+                        i = self.number(chunk, i, Num::Int, sink)?;
+                    }
+                    Some(_) => {
+                        // Not the envelope's level: no message ends here (see `end_value`).
+                        self.dest = Dest::None;
+                        self.state = State::AfterValue;
+                        i += run;
+                    }
+                }
+            }
             b'-' | b'0'..=b'9' => {
                 self.begin_value(b)?;
                 if let State::Number(num) = self.state {

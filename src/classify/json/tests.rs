@@ -472,3 +472,49 @@ fn a_character_cut_at_the_chunk_end_is_held_and_an_invalid_end_is_not() {
         assert!(scanner.finish(&mut sink).is_ok(), "cut at {cut}");
     }
 }
+
+#[test]
+fn integers_inside_untracked_containers_end_where_the_number_states_would_end_them() {
+    // Containers under keys nothing follows (`arguments`, `structuredContent`) are untracked:
+    // their integers take the short path; what follows them must still be judged as the
+    // general path judges it.
+    let ok: [&[u8]; 4] = [
+        br#"{"jsonrpc":"2.0","method":"m","params":{"arguments":{"progress":12,"total":1000}}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"a":[3,45 ,6],"b":7}}}"#,
+        br#"{"jsonrpc":"2.0","method":"m","params":{"arguments":{"x":1.5e3,"y":9E-2,"z":10}}}"#,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"structuredContent\":{\"n\":42\n}}}",
+    ];
+    for doc in ok {
+        assert!(
+            every_split(doc).1.is_ok(),
+            "{}",
+            String::from_utf8_lossy(doc)
+        );
+    }
+    let bad: [(&[u8], Malformed); 4] = [
+        (
+            br#"{"method":"m","params":{"arguments":{"n":12x}}}"#,
+            Malformed::Syntax,
+        ),
+        (
+            br#"{"method":"m","params":{"arguments":{"n":12.}}}"#,
+            Malformed::Syntax,
+        ),
+        (
+            br#"{"method":"m","params":{"arguments":{"n":1e}}}"#,
+            Malformed::Syntax,
+        ),
+        (
+            br#"{"method":"m","params":{"arguments":{"n":12"#,
+            Malformed::Truncated,
+        ),
+    ];
+    for (doc, why) in bad {
+        assert_eq!(
+            every_split(doc).1,
+            Err(why),
+            "{}",
+            String::from_utf8_lossy(doc)
+        );
+    }
+}

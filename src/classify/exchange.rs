@@ -18,6 +18,7 @@ use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, 
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
+use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
 use std::iter::{Enumerate, Zip};
 use std::vec::IntoIter;
@@ -113,6 +114,17 @@ enum Scan {
     Json(Box<JsonScanner>),
     Sse(Box<SseFramer>),
     None,
+}
+
+/// The scanner's box goes back to the thread's spare (see `spare.rs`).
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.scan, Scan::None) {
+            Scan::Json(scanner) => spare::keep_json(scanner),
+            Scan::Sse(framer) => spare::keep_sse(framer),
+            Scan::None => {}
+        }
+    }
 }
 
 /// The classifier state of one HTTP exchange. Fixed-size apart from one entry per request.
@@ -393,10 +405,10 @@ impl Exchange {
             return;
         }
         self.scan = match content {
-            ContentKind::Json => Scan::Json(JsonScanner::boxed_for_responses()),
+            ContentKind::Json => Scan::Json(spare::json_scanner()),
             ContentKind::Sse => {
                 self.correlator.sse = true;
-                Scan::Sse(SseFramer::boxed())
+                Scan::Sse(spare::sse_framer())
             }
             ContentKind::Other => Scan::None,
         };

@@ -6,6 +6,7 @@ pub mod exchange;
 pub mod json;
 mod outcome;
 pub mod request;
+mod spare;
 pub mod sse;
 
 pub use capture::{Captured, Envelope, Kind};

@@ -243,12 +243,12 @@ impl SseFramer {
                 }
                 Some(p) => {
                     let line = &chunk[..p];
-                    if self.line == Line::Start && !line.is_empty() {
+                    if self.line == Line::Start {
                         self.whole_line(line, sink);
                     } else {
                         self.line_bytes(line, sink);
+                        self.end_line(sink);
                     }
-                    self.end_line(sink);
                     let mut next = p + 1;
                     if chunk[p] == b'\r' {
                         match chunk.get(next) {
@@ -288,25 +288,36 @@ impl SseFramer {
         &chunk[i..]
     }
 
-    /// A whole, non-empty line (no terminator): a known field with a value is read straight
-    /// from the line, without the field-name buffer; anything else (comments, no colon, an
-    /// empty value — `retry:` must stay unset — unknown fields) goes through
-    /// [`Self::line_bytes`].
+    /// A whole line (no terminator) read from its start. The lines every event carries —
+    /// the blank line, `data:`, `id:`, `event: message` — are matched by a fixed prefix and
+    /// handled straight from the line, without the field-name buffer or the `Line` states;
+    /// anything else (comments, no colon, unknown fields, `retry`, other spellings) goes
+    /// through [`Self::line_bytes`] and [`Self::end_line`], as a split line does.
     #[inline]
     fn whole_line<S: SseSink + ?Sized>(&mut self, line: &[u8], sink: &mut S) {
-        let Some(colon) = line.iter().position(|&b| b == b':').filter(|&p| p > 0) else {
-            return self.line_bytes(line, sink);
-        };
-        let field = Field::named(&line[..colon]);
-        let rest = &line[colon + 1..];
-        // One leading space is dropped (WHATWG).
-        let value = rest.strip_prefix(b" ").unwrap_or(rest);
-        if field == Field::Unknown || value.is_empty() {
-            return self.line_bytes(line, sink);
+        if line.is_empty() {
+            // WHATWG: a blank line dispatches the event.
+            return self.dispatch(sink);
         }
-        self.begin_value(field, sink);
-        self.line = Line::Value(field);
-        self.value_bytes(field, value, sink);
+        if let Some(rest) = line.strip_prefix(b"data:") {
+            // One leading space is dropped (WHATWG); an empty value is still a data line.
+            let value = rest.strip_prefix(b" ").unwrap_or(rest);
+            self.begin_value(Field::Data, sink);
+            if !value.is_empty() {
+                self.value_bytes(Field::Data, value, sink);
+            }
+        } else if let Some(rest) = line.strip_prefix(b"id:") {
+            let value = rest.strip_prefix(b" ").unwrap_or(rest);
+            self.begin_value(Field::Id, sink);
+            self.value_bytes(Field::Id, value, sink);
+            self.end_value(Field::Id);
+        } else if line == b"event: message" {
+            self.begin_value(Field::Event, sink);
+            self.value_bytes(Field::Event, b"message", sink);
+        } else {
+            self.line_bytes(line, sink);
+            self.end_line(sink);
+        }
     }
 
     /// Bytes of the current line (no line terminator inside).

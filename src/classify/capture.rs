@@ -226,16 +226,6 @@ impl<const N: usize> Captured<N> {
         self.hash = fnv(self.hash, &bytes[take..]);
     }
 
-    /// Becomes a copy of `other`, copying only the bytes it holds (not the whole buffer).
-    pub(crate) fn copy_from(&mut self, other: &Self) {
-        self.kind = other.kind;
-        let len = usize::from(other.len);
-        self.buf[..len].copy_from_slice(&other.buf[..len]);
-        self.len = other.len;
-        self.total = other.total;
-        self.hash = other.hash;
-    }
-
     /// The captured bytes (the first `N` of them).
     pub fn bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]

@@ -94,12 +94,19 @@ pub struct SseFramer {
     data_lines: u32,
     data_bytes: u64,
     event_type: Captured<MAX_EVENT_TYPE>,
-    // Stream-wide state (WHATWG: the last event ID persists across events). `id_buffer` is
-    // WHATWG's "last event ID buffer" (set by an `id` field); `last_event_id` is the "last
-    // event ID string" a client resumes with (set from the buffer at each dispatch).
-    last_event_id: Captured<MAX_EVENT_ID>,
-    id_buffer: Captured<MAX_EVENT_ID>,
-    id_line: Captured<MAX_EVENT_ID>,
+    // Stream-wide state (WHATWG: the last event ID persists across events). WHATWG keeps a
+    // "last event ID buffer" (set by an `id` field without NUL) and a "last event ID string"
+    // a client resumes with (set from the buffer at each dispatch); an `id` value is read
+    // before it is known to have no NUL. Those three live in `ids`, and "set from" moves an
+    // index rather than copying up to `MAX_EVENT_ID` bytes (twice per event, as most events
+    // carry an id).
+    ids: [Captured<MAX_EVENT_ID>; 3],
+    /// The slot of the last event ID string.
+    last_id: u8,
+    /// The slot of the last event ID buffer (often the same as `last_id`).
+    buffer_id: u8,
+    /// The slot the `id` value being read goes to: neither of the two above.
+    line_id: u8,
     /// The `id` value being read contains NUL (anywhere, also past the capture's cap).
     id_nul: bool,
     retry_ms: Option<u64>,
@@ -164,9 +171,10 @@ impl SseFramer {
         data_lines: 0,
         data_bytes: 0,
         event_type: Captured::new(),
-        last_event_id: Captured::new(),
-        id_buffer: Captured::new(),
-        id_line: Captured::new(),
+        ids: [Captured::new(), Captured::new(), Captured::new()],
+        last_id: 0,
+        buffer_id: 0,
+        line_id: 1,
         id_nul: false,
         retry_ms: None,
         retry_digits: None,
@@ -198,8 +206,8 @@ impl SseFramer {
     /// never finished does not count; and an empty id resets it — a client then reconnects
     /// without `Last-Event-ID`, so the stream cannot be resumed.
     pub fn last_event_id(&self) -> Option<&Captured<MAX_EVENT_ID>> {
-        (self.last_event_id.kind == Kind::String && self.last_event_id.total_len() > 0)
-            .then_some(&self.last_event_id)
+        let last = &self.ids[usize::from(self.last_id)];
+        (last.kind == Kind::String && last.total_len() > 0).then_some(last)
     }
 
     /// The last valid `retry` field, in milliseconds.
@@ -407,7 +415,13 @@ impl SseFramer {
             }
             Field::Event => self.event_type.start(Kind::String),
             Field::Id => {
-                self.id_line.start(Kind::String);
+                // Slots are 0, 1, 2: a free one is the third, or the next when both are one.
+                self.line_id = if self.last_id == self.buffer_id {
+                    (self.last_id + 1) % 3
+                } else {
+                    3 - self.last_id - self.buffer_id
+                };
+                self.ids[usize::from(self.line_id)].start(Kind::String);
                 self.id_nul = false;
             }
             Field::Retry => self.retry_digits = Some(0),
@@ -429,7 +443,7 @@ impl SseFramer {
                 } else {
                     memchr::memchr(0, bytes).is_some()
                 };
-                self.id_line.push(bytes);
+                self.ids[usize::from(self.line_id)].push(bytes);
             }
             Field::Retry => {
                 self.retry_digits = self.retry_digits.and_then(|mut v| {
@@ -449,7 +463,7 @@ impl SseFramer {
     fn end_value(&mut self, field: Field) {
         match field {
             // WHATWG: an id containing NUL is ignored.
-            Field::Id if !self.id_nul => self.id_buffer.copy_from(&self.id_line),
+            Field::Id if !self.id_nul => self.buffer_id = self.line_id,
             // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.
             Field::Retry => {
                 if self.retry_digits.is_some() && self.line != Line::ValueStart(Field::Retry) {
@@ -463,9 +477,7 @@ impl SseFramer {
 
     fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
         // WHATWG: the last event ID string is set first, even when nothing is dispatched.
-        // Copied without comparing first: ids are short and usually new each event, and the
-        // compare was a `memcmp` call per event on top of the copy.
-        self.last_event_id.copy_from(&self.id_buffer);
+        self.last_id = self.buffer_id;
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.
             self.event_type.start(Kind::Absent);

@@ -12,7 +12,7 @@
 //! - Lines are never held, so there is no line-length limit: a `data` line of any size
 //!   streams through the JSON scanner.
 //! - [`MAX_FIELD_NAME`]: a longer field name is an unknown field (ignored).
-//! - [`MAX_EVENT_TYPE`]: a longer `event` value is not "message" (ignored, as a client would).
+//! - The `event` value is never kept: only whether it is "message" (or empty) counts.
 //! - [`MAX_EVENT_ID`]: a longer `id` keeps its first bytes and is marked truncated.
 
 use memchr::memchr2;
@@ -24,10 +24,13 @@ use super::json::{Document, JsonScanner, Malformed, MessageSink};
 
 /// Longest field name kept ("retry" is the longest known one).
 pub const MAX_FIELD_NAME: usize = 8;
-/// Longest event type kept.
-pub const MAX_EVENT_TYPE: usize = 32;
 /// Longest event id kept.
 pub const MAX_EVENT_ID: usize = 256;
+
+/// The event type JSON-RPC comes in (an empty type is WHATWG's default, "message", too).
+const MESSAGE: &[u8] = b"message";
+/// [`SseFramer::event_type`] once the value is not a prefix of [`MESSAGE`].
+const OTHER_TYPE: u8 = u8::MAX;
 
 /// What one dispatched event carried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +96,9 @@ pub struct SseFramer {
     // The event being built.
     data_lines: u32,
     data_bytes: u64,
-    event_type: Captured<MAX_EVENT_TYPE>,
+    /// Bytes of [`MESSAGE`] the event type has matched so far, or [`OTHER_TYPE`]: the type
+    /// matters only as "message" or not, so it is matched as it streams rather than kept.
+    event_type: u8,
     // Stream-wide state (WHATWG: the last event ID persists across events). WHATWG keeps a
     // "last event ID buffer" (set by an `id` field without NUL) and a "last event ID string"
     // a client resumes with (set from the buffer at each dispatch); an `id` value is read
@@ -170,7 +175,7 @@ impl SseFramer {
         name_overflow: false,
         data_lines: 0,
         data_bytes: 0,
-        event_type: Captured::new(),
+        event_type: 0,
         ids: [Captured::new(), Captured::new(), Captured::new()],
         last_id: 0,
         buffer_id: 0,
@@ -320,8 +325,7 @@ impl SseFramer {
             self.value_bytes(Field::Id, value, sink);
             self.end_value(Field::Id);
         } else if line == b"event: message" {
-            self.begin_value(Field::Event, sink);
-            self.value_bytes(Field::Event, b"message", sink);
+            self.event_type = MESSAGE.len() as u8;
         } else {
             self.line_bytes(line, sink);
             self.end_line(sink);
@@ -413,7 +417,7 @@ impl SseFramer {
                 }
                 self.data_lines += 1;
             }
-            Field::Event => self.event_type.start(Kind::String),
+            Field::Event => self.event_type = 0,
             Field::Id => {
                 // Slots are 0, 1, 2: a free one is the third, or the next when both are one.
                 self.line_id = if self.last_id == self.buffer_id {
@@ -435,7 +439,14 @@ impl SseFramer {
                 self.data_bytes += bytes.len() as u64;
                 self.scanner.feed(bytes, sink);
             }
-            Field::Event => self.event_type.push(bytes),
+            Field::Event => {
+                let at = usize::from(self.event_type);
+                self.event_type = match MESSAGE.get(at..) {
+                    // At most `MESSAGE.len()`.
+                    Some(rest) if rest.starts_with(bytes) => (at + bytes.len()) as u8,
+                    _ => OTHER_TYPE,
+                };
+            }
             Field::Id => {
                 // Ids are short: a byte loop beats memchr's setup.
                 self.id_nul |= if bytes.len() < 32 {
@@ -480,13 +491,12 @@ impl SseFramer {
         self.last_id = self.buffer_id;
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.
-            self.event_type.start(Kind::Absent);
+            self.event_type = 0;
             return;
         }
         self.events += 1;
-        let is_message = self.event_type.kind == Kind::Absent
-            || self.event_type.bytes().is_empty()
-            || self.event_type.is_string("message");
+        // WHATWG: an empty (or absent) type is "message".
+        let is_message = self.event_type == 0 || usize::from(self.event_type) == MESSAGE.len();
         let data = if self.data_bytes == 0 {
             EventData::Empty
         } else if !is_message {
@@ -501,7 +511,7 @@ impl SseFramer {
     fn begin_event(&mut self) {
         self.data_lines = 0;
         self.data_bytes = 0;
-        self.event_type.start(Kind::Absent);
+        self.event_type = 0;
         self.scanner.reset();
     }
 }

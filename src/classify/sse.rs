@@ -130,6 +130,14 @@ impl Default for SseFramer {
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
+/// Where the value of a whole-line field starts: after the `name_len` bytes of its name and
+/// colon, and one space (WHATWG drops one). A line cut right after the colon gives an empty
+/// value with no line end, so it is never taken for whole.
+#[inline]
+fn value_at(line: &[u8], name_len: usize) -> usize {
+    name_len + usize::from(line.get(name_len) == Some(&b' '))
+}
+
 /// Where the line at the start of `bytes` ends (LF or CR). SSE lines are often short (`id: 7`,
 /// `event: message`), so the first 16 bytes are looked at directly before `memchr2` and its
 /// setup are worth it.
@@ -249,30 +257,22 @@ impl SseFramer {
             }
         }
         while !chunk.is_empty() {
-            match line_end(chunk) {
-                None => {
-                    self.line_bytes(chunk, sink);
-                    return;
-                }
-                Some(p) => {
-                    let line = &chunk[..p];
-                    if self.line == Line::Start {
-                        self.whole_line(line, sink);
-                    } else {
-                        self.line_bytes(line, sink);
-                        self.end_line(sink);
-                    }
-                    let mut next = p + 1;
-                    if chunk[p] == b'\r' {
-                        match chunk.get(next) {
-                            Some(b'\n') => next += 1,
-                            Some(_) => {}
-                            None => self.pending_cr = true,
-                        }
-                    }
-                    chunk = &chunk[next..];
+            let end = if self.line == Line::Start {
+                self.line_from_start(chunk, sink)
+            } else {
+                self.line_rest(chunk, sink)
+            };
+            // The line ran past the chunk (and was fed as far as it goes).
+            let Some(p) = end else { return };
+            let mut next = p + 1;
+            if chunk[p] == b'\r' {
+                match chunk.get(next) {
+                    Some(b'\n') => next += 1,
+                    Some(_) => {}
+                    None => self.pending_cr = true,
                 }
             }
+            chunk = &chunk[next..];
         }
     }
 
@@ -301,35 +301,84 @@ impl SseFramer {
         &chunk[i..]
     }
 
-    /// A whole line (no terminator) read from its start. The lines every event carries —
-    /// the blank line, `data:`, `id:`, `event: message` — are matched by a fixed prefix and
-    /// handled straight from the line, without the field-name buffer or the `Line` states;
-    /// anything else (comments, no colon, unknown fields, `retry`, other spellings) goes
-    /// through [`Self::line_bytes`] and [`Self::end_line`], as a split line does.
+    /// A line from its start, at the start of `chunk`: where its terminator is, or `None`
+    /// when the line runs past the chunk. The lines every event carries — `data:`, `id:`,
+    /// `event: message`, the blank line — are told by their first bytes and read straight
+    /// from the chunk, each with the cheapest search for its end. Anything else (comments,
+    /// no colon, unknown fields, `retry`, other spellings, a line the chunk cuts) goes
+    /// through [`Self::line_rest`], as the rest of a cut line does.
     #[inline]
-    fn whole_line<S: SseSink + ?Sized>(&mut self, line: &[u8], sink: &mut S) {
-        if line.is_empty() {
+    fn line_from_start<S: SseSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Option<usize> {
+        const EVENT_MESSAGE: &[u8] = b"event: message";
+        match chunk.first() {
             // WHATWG: a blank line dispatches the event.
-            return self.dispatch(sink);
-        }
-        if let Some(rest) = line.strip_prefix(b"data:") {
-            // One leading space is dropped (WHATWG); an empty value is still a data line.
-            let value = rest.strip_prefix(b" ").unwrap_or(rest);
-            self.begin_value(Field::Data, sink);
-            if !value.is_empty() {
-                self.value_bytes(Field::Data, value, sink);
+            Some(b'\n' | b'\r') => {
+                self.dispatch(sink);
+                Some(0)
             }
-        } else if let Some(rest) = line.strip_prefix(b"id:") {
-            let value = rest.strip_prefix(b" ").unwrap_or(rest);
-            self.begin_value(Field::Id, sink);
-            self.value_bytes(Field::Id, value, sink);
-            self.end_value(Field::Id);
-        } else if line == b"event: message" {
-            self.event_type = MESSAGE.len() as u8;
-        } else {
-            self.line_bytes(line, sink);
-            self.end_line(sink);
+            Some(b'd') if chunk.starts_with(b"data:") => self.data_line(chunk, sink),
+            Some(b'i') if chunk.starts_with(b"id:") => self.id_line(chunk, sink),
+            Some(b'e')
+                if chunk.starts_with(EVENT_MESSAGE)
+                    && matches!(chunk.get(EVENT_MESSAGE.len()), Some(b'\n' | b'\r')) =>
+            {
+                self.event_type = MESSAGE.len() as u8;
+                Some(EVENT_MESSAGE.len())
+            }
+            _ => self.line_rest(chunk, sink),
         }
+    }
+
+    /// A `data:` line from its start. A `data` value is long (a JSON-RPC message), so its end
+    /// is searched with `memchr2` at once.
+    #[inline]
+    fn data_line<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let at = value_at(chunk, b"data:".len());
+        let Some(len) = memchr2(b'\n', b'\r', &chunk[at..]) else {
+            return self.line_rest(chunk, sink);
+        };
+        self.begin_value(Field::Data, sink);
+        if len > 0 {
+            self.value_bytes(Field::Data, &chunk[at..at + len], sink);
+        }
+        Some(at + len)
+    }
+
+    /// An `id:` line from its start (ids are short: [`line_end`] looks at 16 bytes first).
+    #[inline]
+    fn id_line<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let at = value_at(chunk, b"id:".len());
+        let Some(len) = line_end(&chunk[at..]) else {
+            return self.line_rest(chunk, sink);
+        };
+        let value = &chunk[at..at + len];
+        // WHATWG: an id containing NUL is ignored. The value is whole, so that is known
+        // before anything is kept.
+        if !value.contains(&0) {
+            let slot = self.free_id_slot();
+            let id = &mut self.ids[usize::from(slot)];
+            id.start(Kind::String);
+            id.push(value);
+            self.buffer_id = slot;
+        }
+        Some(at + len)
+    }
+
+    /// The rest of a line, at the start of `chunk`, through the `Line` states: where its
+    /// terminator is, or `None` when the line runs past the chunk.
+    #[inline]
+    fn line_rest<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let Some(p) = line_end(chunk) else {
+            self.line_bytes(chunk, sink);
+            return None;
+        };
+        self.line_bytes(&chunk[..p], sink);
+        self.end_line(sink);
+        Some(p)
     }
 
     /// Bytes of the current line (no line terminator inside).
@@ -408,6 +457,17 @@ impl SseFramer {
         Field::named(&self.name[..self.name_len])
     }
 
+    /// An id slot that is neither the last event ID string's nor the buffer's.
+    #[inline]
+    fn free_id_slot(&self) -> u8 {
+        // Slots are 0, 1, 2: the third one, or the next one when both are the same.
+        if self.last_id == self.buffer_id {
+            (self.last_id + 1) % 3
+        } else {
+            3 - self.last_id - self.buffer_id
+        }
+    }
+
     fn begin_value<S: SseSink + ?Sized>(&mut self, field: Field, sink: &mut S) {
         match field {
             Field::Data => {
@@ -419,12 +479,7 @@ impl SseFramer {
             }
             Field::Event => self.event_type = 0,
             Field::Id => {
-                // Slots are 0, 1, 2: a free one is the third, or the next when both are one.
-                self.line_id = if self.last_id == self.buffer_id {
-                    (self.last_id + 1) % 3
-                } else {
-                    3 - self.last_id - self.buffer_id
-                };
+                self.line_id = self.free_id_slot();
                 self.ids[usize::from(self.line_id)].start(Kind::String);
                 self.id_nul = false;
             }

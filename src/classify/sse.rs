@@ -355,14 +355,11 @@ impl SseFramer {
         let Some(len) = line_end(&chunk[at..]) else {
             return self.line_rest(chunk, sink);
         };
-        let value = &chunk[at..at + len];
         // WHATWG: an id containing NUL is ignored. The value is whole, so that is known
         // before anything is kept.
-        if !value.contains(&0) {
+        if !chunk[at..at + len].contains(&0) {
             let slot = self.free_id_slot();
-            let id = &mut self.ids[usize::from(slot)];
-            id.start(Kind::String);
-            id.push(value);
+            self.ids[usize::from(slot)].set_prefix(Kind::String, &chunk[at..], len);
             self.buffer_id = slot;
         }
         Some(at + len)

@@ -226,14 +226,23 @@ impl<const N: usize> Captured<N> {
         self.hash = fnv(self.hash, &bytes[take..]);
     }
 
-    /// Becomes a copy of `other`, copying only the bytes it holds (not the whole buffer).
-    pub(crate) fn copy_from(&mut self, other: &Self) {
-        self.kind = other.kind;
-        let len = usize::from(other.len);
-        self.buf[..len].copy_from_slice(&other.buf[..len]);
-        self.len = other.len;
-        self.total = other.total;
-        self.hash = other.hash;
+    /// Becomes `kind` with the bytes `bytes[..len]`. A short value (`len` ≤ 16) with 16
+    /// bytes of `bytes` to read is copied as one 16-byte block rather than by a `memcpy` call
+    /// (the bytes that land past `len` are never read): the SSE framer keeps an id per event.
+    pub(crate) fn set_prefix(&mut self, kind: Kind, bytes: &[u8], len: usize) {
+        if let (Some(dst), Some(src)) = (self.buf.first_chunk_mut::<16>(), bytes.first_chunk())
+            && len <= 16
+        {
+            *dst = *src;
+            self.kind = kind;
+            // At most 16.
+            self.len = len as u16;
+            self.total = len;
+            self.hash = FNV_OFFSET;
+            return;
+        }
+        self.start(kind);
+        self.push(bytes.get(..len).unwrap_or(bytes));
     }
 
     /// The captured bytes (the first `N` of them).

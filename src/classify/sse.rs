@@ -12,7 +12,7 @@
 //! - Lines are never held, so there is no line-length limit: a `data` line of any size
 //!   streams through the JSON scanner.
 //! - [`MAX_FIELD_NAME`]: a longer field name is an unknown field (ignored).
-//! - [`MAX_EVENT_TYPE`]: a longer `event` value is not "message" (ignored, as a client would).
+//! - The `event` value is never kept: only whether it is "message" (or empty) counts.
 //! - [`MAX_EVENT_ID`]: a longer `id` keeps its first bytes and is marked truncated.
 
 use memchr::memchr2;
@@ -24,10 +24,13 @@ use super::json::{Document, JsonScanner, Malformed, MessageSink};
 
 /// Longest field name kept ("retry" is the longest known one).
 pub const MAX_FIELD_NAME: usize = 8;
-/// Longest event type kept.
-pub const MAX_EVENT_TYPE: usize = 32;
 /// Longest event id kept.
 pub const MAX_EVENT_ID: usize = 256;
+
+/// The event type JSON-RPC comes in (an empty type is WHATWG's default, "message", too).
+const MESSAGE: &[u8] = b"message";
+/// [`SseFramer::event_type`] once the value is not a prefix of [`MESSAGE`].
+const OTHER_TYPE: u8 = u8::MAX;
 
 /// What one dispatched event carried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,13 +96,22 @@ pub struct SseFramer {
     // The event being built.
     data_lines: u32,
     data_bytes: u64,
-    event_type: Captured<MAX_EVENT_TYPE>,
-    // Stream-wide state (WHATWG: the last event ID persists across events). `id_buffer` is
-    // WHATWG's "last event ID buffer" (set by an `id` field); `last_event_id` is the "last
-    // event ID string" a client resumes with (set from the buffer at each dispatch).
-    last_event_id: Captured<MAX_EVENT_ID>,
-    id_buffer: Captured<MAX_EVENT_ID>,
-    id_line: Captured<MAX_EVENT_ID>,
+    /// Bytes of [`MESSAGE`] the event type has matched so far, or [`OTHER_TYPE`]: the type
+    /// matters only as "message" or not, so it is matched as it streams rather than kept.
+    event_type: u8,
+    // Stream-wide state (WHATWG: the last event ID persists across events). WHATWG keeps a
+    // "last event ID buffer" (set by an `id` field without NUL) and a "last event ID string"
+    // a client resumes with (set from the buffer at each dispatch); an `id` value is read
+    // before it is known to have no NUL. Those three live in `ids`, and "set from" moves an
+    // index rather than copying up to `MAX_EVENT_ID` bytes (twice per event, as most events
+    // carry an id).
+    ids: [Captured<MAX_EVENT_ID>; 3],
+    /// The slot of the last event ID string.
+    last_id: u8,
+    /// The slot of the last event ID buffer (often the same as `last_id`).
+    buffer_id: u8,
+    /// The slot the `id` value being read goes to: neither of the two above.
+    line_id: u8,
     /// The `id` value being read contains NUL (anywhere, also past the capture's cap).
     id_nul: bool,
     retry_ms: Option<u64>,
@@ -117,6 +129,14 @@ impl Default for SseFramer {
 }
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+/// Where the value of a whole-line field starts: after the `name_len` bytes of its name and
+/// colon, and one space (WHATWG drops one). A line cut right after the colon gives an empty
+/// value with no line end, so it is never taken for whole.
+#[inline]
+fn value_at(line: &[u8], name_len: usize) -> usize {
+    name_len + usize::from(line.get(name_len) == Some(&b' '))
+}
 
 /// Where the line at the start of `bytes` ends (LF or CR). SSE lines are often short (`id: 7`,
 /// `event: message`), so the first 16 bytes are looked at directly before `memchr2` and its
@@ -163,10 +183,11 @@ impl SseFramer {
         name_overflow: false,
         data_lines: 0,
         data_bytes: 0,
-        event_type: Captured::new(),
-        last_event_id: Captured::new(),
-        id_buffer: Captured::new(),
-        id_line: Captured::new(),
+        event_type: 0,
+        ids: [Captured::new(), Captured::new(), Captured::new()],
+        last_id: 0,
+        buffer_id: 0,
+        line_id: 1,
         id_nul: false,
         retry_ms: None,
         retry_digits: None,
@@ -198,8 +219,8 @@ impl SseFramer {
     /// never finished does not count; and an empty id resets it — a client then reconnects
     /// without `Last-Event-ID`, so the stream cannot be resumed.
     pub fn last_event_id(&self) -> Option<&Captured<MAX_EVENT_ID>> {
-        (self.last_event_id.kind == Kind::String && self.last_event_id.total_len() > 0)
-            .then_some(&self.last_event_id)
+        let last = &self.ids[usize::from(self.last_id)];
+        (last.kind == Kind::String && last.total_len() > 0).then_some(last)
     }
 
     /// The last valid `retry` field, in milliseconds.
@@ -236,30 +257,22 @@ impl SseFramer {
             }
         }
         while !chunk.is_empty() {
-            match line_end(chunk) {
-                None => {
-                    self.line_bytes(chunk, sink);
-                    return;
-                }
-                Some(p) => {
-                    let line = &chunk[..p];
-                    if self.line == Line::Start && !line.is_empty() {
-                        self.whole_line(line, sink);
-                    } else {
-                        self.line_bytes(line, sink);
-                    }
-                    self.end_line(sink);
-                    let mut next = p + 1;
-                    if chunk[p] == b'\r' {
-                        match chunk.get(next) {
-                            Some(b'\n') => next += 1,
-                            Some(_) => {}
-                            None => self.pending_cr = true,
-                        }
-                    }
-                    chunk = &chunk[next..];
+            let end = if self.line == Line::Start {
+                self.line_from_start(chunk, sink)
+            } else {
+                self.line_rest(chunk, sink)
+            };
+            // The line ran past the chunk (and was fed as far as it goes).
+            let Some(p) = end else { return };
+            let mut next = p + 1;
+            if chunk[p] == b'\r' {
+                match chunk.get(next) {
+                    Some(b'\n') => next += 1,
+                    Some(_) => {}
+                    None => self.pending_cr = true,
                 }
             }
+            chunk = &chunk[next..];
         }
     }
 
@@ -288,25 +301,81 @@ impl SseFramer {
         &chunk[i..]
     }
 
-    /// A whole, non-empty line (no terminator): a known field with a value is read straight
-    /// from the line, without the field-name buffer; anything else (comments, no colon, an
-    /// empty value — `retry:` must stay unset — unknown fields) goes through
-    /// [`Self::line_bytes`].
+    /// A line from its start, at the start of `chunk`: where its terminator is, or `None`
+    /// when the line runs past the chunk. The lines every event carries — `data:`, `id:`,
+    /// `event: message`, the blank line — are told by their first bytes and read straight
+    /// from the chunk, each with the cheapest search for its end. Anything else (comments,
+    /// no colon, unknown fields, `retry`, other spellings, a line the chunk cuts) goes
+    /// through [`Self::line_rest`], as the rest of a cut line does.
     #[inline]
-    fn whole_line<S: SseSink + ?Sized>(&mut self, line: &[u8], sink: &mut S) {
-        let Some(colon) = line.iter().position(|&b| b == b':').filter(|&p| p > 0) else {
-            return self.line_bytes(line, sink);
-        };
-        let field = Field::named(&line[..colon]);
-        let rest = &line[colon + 1..];
-        // One leading space is dropped (WHATWG).
-        let value = rest.strip_prefix(b" ").unwrap_or(rest);
-        if field == Field::Unknown || value.is_empty() {
-            return self.line_bytes(line, sink);
+    fn line_from_start<S: SseSink + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Option<usize> {
+        const EVENT_MESSAGE: &[u8] = b"event: message";
+        match chunk.first() {
+            // WHATWG: a blank line dispatches the event.
+            Some(b'\n' | b'\r') => {
+                self.dispatch(sink);
+                Some(0)
+            }
+            Some(b'd') if chunk.starts_with(b"data:") => self.data_line(chunk, sink),
+            Some(b'i') if chunk.starts_with(b"id:") => self.id_line(chunk, sink),
+            Some(b'e')
+                if chunk.starts_with(EVENT_MESSAGE)
+                    && matches!(chunk.get(EVENT_MESSAGE.len()), Some(b'\n' | b'\r')) =>
+            {
+                self.event_type = MESSAGE.len() as u8;
+                Some(EVENT_MESSAGE.len())
+            }
+            _ => self.line_rest(chunk, sink),
         }
-        self.begin_value(field, sink);
-        self.line = Line::Value(field);
-        self.value_bytes(field, value, sink);
+    }
+
+    /// A `data:` line from its start. A `data` value is long (a JSON-RPC message), so its end
+    /// is searched with `memchr2` at once.
+    #[inline]
+    fn data_line<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let at = value_at(chunk, b"data:".len());
+        let Some(len) = memchr2(b'\n', b'\r', &chunk[at..]) else {
+            return self.line_rest(chunk, sink);
+        };
+        self.begin_value(Field::Data, sink);
+        if len > 0 {
+            self.value_bytes(Field::Data, &chunk[at..at + len], sink);
+        }
+        Some(at + len)
+    }
+
+    /// An `id:` line from its start (ids are short: [`line_end`] looks at 16 bytes first).
+    #[inline]
+    fn id_line<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let at = value_at(chunk, b"id:".len());
+        let Some(len) = line_end(&chunk[at..]) else {
+            return self.line_rest(chunk, sink);
+        };
+        // WHATWG: an id containing NUL is ignored. The value is whole, so that is known
+        // before anything is kept.
+        if !chunk[at..at + len].contains(&0) {
+            let slot = self.free_id_slot();
+            self.ids[usize::from(slot)].set_prefix(Kind::String, &chunk[at..], len);
+            self.buffer_id = slot;
+        }
+        Some(at + len)
+    }
+
+    /// The rest of a line, at the start of `chunk`, through the `Line` states: where its
+    /// terminator is, or `None` when the line runs past the chunk.
+    #[inline]
+    fn line_rest<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) -> Option<usize> {
+        let Some(p) = line_end(chunk) else {
+            self.line_bytes(chunk, sink);
+            return None;
+        };
+        self.line_bytes(&chunk[..p], sink);
+        self.end_line(sink);
+        Some(p)
     }
 
     /// Bytes of the current line (no line terminator inside).
@@ -385,6 +454,17 @@ impl SseFramer {
         Field::named(&self.name[..self.name_len])
     }
 
+    /// An id slot that is neither the last event ID string's nor the buffer's.
+    #[inline]
+    fn free_id_slot(&self) -> u8 {
+        // Slots are 0, 1, 2: the third one, or the next one when both are the same.
+        if self.last_id == self.buffer_id {
+            (self.last_id + 1) % 3
+        } else {
+            3 - self.last_id - self.buffer_id
+        }
+    }
+
     fn begin_value<S: SseSink + ?Sized>(&mut self, field: Field, sink: &mut S) {
         match field {
             Field::Data => {
@@ -394,9 +474,10 @@ impl SseFramer {
                 }
                 self.data_lines += 1;
             }
-            Field::Event => self.event_type.start(Kind::String),
+            Field::Event => self.event_type = 0,
             Field::Id => {
-                self.id_line.start(Kind::String);
+                self.line_id = self.free_id_slot();
+                self.ids[usize::from(self.line_id)].start(Kind::String);
                 self.id_nul = false;
             }
             Field::Retry => self.retry_digits = Some(0),
@@ -410,7 +491,14 @@ impl SseFramer {
                 self.data_bytes += bytes.len() as u64;
                 self.scanner.feed(bytes, sink);
             }
-            Field::Event => self.event_type.push(bytes),
+            Field::Event => {
+                let at = usize::from(self.event_type);
+                self.event_type = match MESSAGE.get(at..) {
+                    // At most `MESSAGE.len()`.
+                    Some(rest) if rest.starts_with(bytes) => (at + bytes.len()) as u8,
+                    _ => OTHER_TYPE,
+                };
+            }
             Field::Id => {
                 // Ids are short: a byte loop beats memchr's setup.
                 self.id_nul |= if bytes.len() < 32 {
@@ -418,7 +506,7 @@ impl SseFramer {
                 } else {
                     memchr::memchr(0, bytes).is_some()
                 };
-                self.id_line.push(bytes);
+                self.ids[usize::from(self.line_id)].push(bytes);
             }
             Field::Retry => {
                 self.retry_digits = self.retry_digits.and_then(|mut v| {
@@ -438,7 +526,7 @@ impl SseFramer {
     fn end_value(&mut self, field: Field) {
         match field {
             // WHATWG: an id containing NUL is ignored.
-            Field::Id if !self.id_nul => self.id_buffer.copy_from(&self.id_line),
+            Field::Id if !self.id_nul => self.buffer_id = self.line_id,
             // WHATWG: a retry value of ASCII digits only (at least one) sets the delay.
             Field::Retry => {
                 if self.retry_digits.is_some() && self.line != Line::ValueStart(Field::Retry) {
@@ -452,18 +540,15 @@ impl SseFramer {
 
     fn dispatch<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
         // WHATWG: the last event ID string is set first, even when nothing is dispatched.
-        // Copied without comparing first: ids are short and usually new each event, and the
-        // compare was a `memcmp` call per event on top of the copy.
-        self.last_event_id.copy_from(&self.id_buffer);
+        self.last_id = self.buffer_id;
         if self.data_lines == 0 {
             // WHATWG: no data — reset the event type, dispatch nothing.
-            self.event_type.start(Kind::Absent);
+            self.event_type = 0;
             return;
         }
         self.events += 1;
-        let is_message = self.event_type.kind == Kind::Absent
-            || self.event_type.bytes().is_empty()
-            || self.event_type.is_string("message");
+        // WHATWG: an empty (or absent) type is "message".
+        let is_message = self.event_type == 0 || usize::from(self.event_type) == MESSAGE.len();
         let data = if self.data_bytes == 0 {
             EventData::Empty
         } else if !is_message {
@@ -478,7 +563,7 @@ impl SseFramer {
     fn begin_event(&mut self) {
         self.data_lines = 0;
         self.data_bytes = 0;
-        self.event_type.start(Kind::Absent);
+        self.event_type = 0;
         self.scanner.reset();
     }
 }

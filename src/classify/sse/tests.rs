@@ -187,3 +187,32 @@ fn line_end_finds_the_first_lf_or_cr() {
         }
     }
 }
+
+#[test]
+fn whole_line_fast_paths_agree_with_cut_lines() {
+    // `every_split` also cuts these lines, so the general path reads them too.
+    // "message" counts only as the whole event type.
+    let (log, _) = every_split(
+        b"event: messages\ndata: {\"id\":1}\n\nevent: mess\ndata: {\"id\":2}\n\n\
+          event: message\r\ndata: {\"id\":3}\r\n\r\nevent:message\ndata:{\"id\":4}\n\n",
+    );
+    let kinds: Vec<_> = log.events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventData::Ignored,
+            EventData::Ignored,
+            EventData::Json(OK),
+            EventData::Json(OK)
+        ]
+    );
+    // A short id with NUL is ignored; the last good one stays.
+    let (log, framer) = every_split(b"id: e1\n\nid: a\0b\ndata: {\"id\":1}\n\n");
+    assert_eq!(log.events[0].1.as_deref(), Some("e1"));
+    assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("e1"));
+    // Only one space is dropped; `id:` with no space; an empty data line joins with LF.
+    let (log, framer) = every_split(b"id:e2\ndata:  {\"id\":\ndata:\ndata: 5}\n\n");
+    assert_eq!(log.events[0].0, EventData::Json(OK));
+    assert_eq!(log.events[0].2, vec!["5".to_string()]);
+    assert_eq!(framer.last_event_id().and_then(|c| c.text()), Some("e2"));
+}

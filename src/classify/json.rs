@@ -21,6 +21,8 @@ use strings::Wide;
 /// Turns of the general scan loop inside an untracked container before `json/quiet.rs`
 /// takes it. With none, the 1 KiB result lost ~7 % (its two small untracked containers paid
 /// the quiet loop's entry and exit); 4 and 8 both kept tools/list's gain, 4 did best on SSE.
+/// (Session 5, with quiet integers taken whole: 8 cut SSE's instructions by 2 % and made
+/// tools/list 19 % slower in time, the same instructions mispredicted.)
 const QUIET_LOOP_AFTER: u8 = 4;
 
 /// Chunks up to this long are checked for ASCII before UTF-8 validation (see `validated`).

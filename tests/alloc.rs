@@ -146,7 +146,7 @@ fn json_body_through_exchange() {
         for chunk in body.chunks(CHUNK) {
             ex.data(chunk);
         }
-        ex.end(BodyEnd::Complete).collect::<Vec<_>>()
+        ex.end(BodyEnd::Complete).into_vec()
     });
     eprintln!(
         "exchange, JSON {} MiB in 16 KiB chunks: {} bytes in {} allocations",
@@ -220,7 +220,7 @@ fn sse_stream_through_exchange() {
             ex.data(chunk);
         }
         let events = ex.sse_events();
-        (ex.end(BodyEnd::Complete).collect::<Vec<_>>(), events)
+        (ex.end(BodyEnd::Complete).into_vec(), events)
     });
     let (resolutions, events) = resolutions;
     eprintln!(

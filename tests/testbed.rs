@@ -886,7 +886,7 @@ async fn classifier_agrees_with_the_catalogue() {
             } else {
                 BodyEnd::Complete
             };
-            for (_, _, resolution) in exchange.end(how) {
+            for (_, _, resolution) in exchange.end(how).into_vec() {
                 got.push(match resolution {
                     Resolution::Final(v) => v.outcome.as_str(),
                     Resolution::Pending { .. } => "STREAM_INCOMPLETE",

@@ -124,10 +124,12 @@ pub(crate) fn classify(requests: &[Request], content: ContentKind, body: &[u8]) 
         ex.data(chunk);
     }
     let mut ended = ex.end(BodyEnd::Complete);
-    match (ended.next(), ended.next()) {
-        (Some((_, _, Resolution::Final(v))), None) => v.outcome,
+    let outcome = match ended.next_resolution() {
+        Some((_, _, Resolution::Final(v))) => v.outcome,
         _ => panic!("expected one verdict"),
-    }
+    };
+    assert!(ended.next_resolution().is_none(), "expected one verdict");
+    outcome
 }
 
 pub(crate) struct Case {

@@ -20,8 +20,6 @@ use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
 use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
-use std::iter::{Enumerate, Zip};
-use std::vec::IntoIter;
 
 /// How the response body ended, as the proxy saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +80,12 @@ struct CallState {
 }
 
 /// The resolutions [`Exchange::end`] hands out: the index of each request not yet reported,
-/// the request, and where it stands.
+/// the request, and where it stands ([`Resolutions::next_resolution`]).
 pub struct Resolutions {
-    calls: Enumerate<Zip<IntoIter<Request>, IntoIter<CallState>>>,
+    requests: Vec<Request>,
+    calls: Vec<CallState>,
+    /// The next index to look at.
+    next: usize,
     last_event_id: Option<Box<Captured<MAX_EVENT_ID>>>,
 }
 
@@ -204,24 +205,37 @@ impl CallState {
 
 // === impl Resolutions ===
 
-impl Iterator for Resolutions {
-    type Item = (usize, Request, Resolution);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        for (i, (request, call)) in self.calls.by_ref() {
+impl Resolutions {
+    /// The next request not yet reported: its index (its order in the POST body), the
+    /// request, and where it stands. The request is lent, not moved: an `Iterator` would
+    /// hand out each ~800-byte `Request` by value, a copy per request per call that only
+    /// a parked request (rare) needs.
+    pub fn next_resolution(&mut self) -> Option<(usize, &Request, Resolution)> {
+        while let Some(call) = self.calls.get_mut(self.next) {
+            let i = self.next;
+            self.next += 1;
             if call.reported {
                 continue;
             }
-            let resolution = match (call.verdict, &self.last_event_id) {
+            let resolution = match (call.verdict.take(), &self.last_event_id) {
                 (Some(v), _) if !call.tentative => Resolution::Final(v),
                 (_, Some(id)) => Resolution::Pending {
                     last_event_id: id.clone(),
                 },
                 (_, None) => Resolution::Final(Verdict::of(Outcome::StreamIncomplete)),
             };
-            return Some((i, request, resolution));
+            return self.requests.get(i).map(|request| (i, request, resolution));
         }
         None
+    }
+
+    /// All that are left at once, each request copied (tests and the oracle compare them).
+    pub fn into_vec(mut self) -> Vec<(usize, Request, Resolution)> {
+        let mut all = Vec::new();
+        while let Some((i, request, resolution)) = self.next_resolution() {
+            all.push((i, request.clone(), resolution));
+        }
+        all
     }
 }
 
@@ -467,8 +481,8 @@ impl Exchange {
     }
 
     /// The body ended: every request not yet handed out by [`Exchange::drain_settled`] gets
-    /// its resolution, with its index. Handed out one at a time as the iterator is read (no
-    /// `Vec` of ~1.1 KiB entries to build, allocate and free per exchange).
+    /// its resolution, with its index. Handed out one at a time (no `Vec` of ~1.1 KiB entries
+    /// to build, allocate and free per exchange).
     pub fn end(&mut self, how: BodyEnd) -> Resolutions {
         if !self.ended {
             self.ended = true;
@@ -481,7 +495,9 @@ impl Exchange {
         let requests = std::mem::take(&mut self.correlator.requests);
         let calls = std::mem::take(&mut self.correlator.calls);
         Resolutions {
-            calls: requests.into_iter().zip(calls).enumerate(),
+            requests,
+            calls,
+            next: 0,
             last_event_id,
         }
     }

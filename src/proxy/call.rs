@@ -172,15 +172,16 @@ impl CallTracker {
         self.done = true;
         self.report_settled();
         let mut answered = how == exchange::BodyEnd::Complete;
-        for (i, request, resolution) in self.exchange.end(how) {
+        let mut ended = self.exchange.end(how);
+        while let Some((i, request, resolution)) = ended.next_resolution() {
             if !matches!(&resolution, Resolution::Final(v) if !matches!(v.outcome, Outcome::StreamIncomplete | Outcome::ClientCancelled))
             {
                 answered = false;
             }
             match resolution {
-                Resolution::Final(verdict) => self.record(i, &request, &verdict),
+                Resolution::Final(verdict) => self.record(i, request, &verdict),
                 Resolution::Pending { last_event_id } => {
-                    let parked = self.park(i, request, last_event_id.bytes());
+                    let parked = self.park(i, request.clone(), last_event_id.bytes());
                     if let Some((request, verdict)) = parked {
                         self.record(i, &request, &verdict);
                     }

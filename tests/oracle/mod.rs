@@ -794,7 +794,8 @@ pub(crate) fn streaming(
             out[i] = Some(of(v));
         });
     }
-    for (i, _, resolution) in ex.end(end) {
+    let mut ended = ex.end(end);
+    while let Some((i, _, resolution)) = ended.next_resolution() {
         assert!(out[i].is_none(), "request {i} handed out twice");
         out[i] = Some(match resolution {
             Resolution::Final(v) => of(&v),

@@ -27,6 +27,8 @@ fn run_split(req: &str, status: u16, ct: &str, body: &[u8], end: BodyEnd, step: 
         ex.data(chunk);
     }
     ex.end(end)
+        .into_vec()
+        .into_iter()
         .map(|(_, _, r)| match r {
             Resolution::Final(v) => R::O(v.outcome),
             Resolution::Pending { .. } => R::Pending,
@@ -477,7 +479,7 @@ fn error_details_for_the_log() {
     let mut ex = Exchange::new(reqs, batch);
     ex.response_head(200, ContentKind::Json);
     ex.data(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"secret token abc"}}"#);
-    let out: Vec<_> = ex.end(BodyEnd::Complete).collect();
+    let out = ex.end(BodyEnd::Complete).into_vec();
     let Resolution::Final(v) = &out[0].2 else {
         panic!()
     };

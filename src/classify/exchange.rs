@@ -117,17 +117,6 @@ enum Scan {
     None,
 }
 
-/// The scanner's box goes back to the thread's spare (see `spare.rs`).
-impl Drop for Exchange {
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.scan, Scan::None) {
-            Scan::Json(scanner) => spare::keep_json(scanner),
-            Scan::Sse(framer) => spare::keep_sse(framer),
-            Scan::None => {}
-        }
-    }
-}
-
 /// The classifier state of one HTTP exchange. Fixed-size apart from one entry per request.
 pub struct Exchange {
     correlator: Correlator,
@@ -533,6 +522,17 @@ impl Exchange {
                     c.settle_open(Outcome::StreamIncomplete);
                 }
             }
+        }
+    }
+}
+
+/// The scanner's box goes back to the thread's spare (see `spare.rs`).
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.scan, Scan::None) {
+            Scan::Json(scanner) => spare::keep_json(scanner),
+            Scan::Sse(framer) => spare::keep_sse(framer),
+            Scan::None => {}
         }
     }
 }

@@ -509,18 +509,6 @@ impl JsonScanner {
         let b = chunk[i];
         i += 1;
         match b {
-            b'"' if self.depth >= self.quiet => {
-                // A string inside an untracked container whose closing quote is in its first
-                // 16 bytes, with nothing to stop at before it (an enum value, a type name):
-                // taken whole, without the string states.
-                if let Some(next) = quiet::short_string(chunk, i) {
-                    self.dest = Dest::None;
-                    self.state = State::AfterValue;
-                    return Ok(next);
-                }
-                self.begin_quiet(b)?;
-                i = self.string(chunk, i, sink)?;
-            }
             b'"' => {
                 self.begin_value(b)?;
                 i = self.string(chunk, i, sink)?;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use strata::testbed::client::Transport;
 use support::agent::{
     FAULT_PATH, call_body, fault_heads, limit_hits, raw_exchange, raw_exchange_then, setup,
+    wait_limit_hits,
 };
 use support::h2raw::{self, GOAWAY, HEADERS, RST_STREAM, RawH2};
 use support::raw::Beside;
@@ -70,7 +71,7 @@ async fn slow_or_silent_heads_are_closed_after_header_read() {
             "{opening:?}: closed after {took:?}"
         );
         assert_eq!(
-            limit_hits(&strata, "header_timeout"),
+            wait_limit_hits(&strata, "header_timeout", hits + 1).await,
             hits + 1,
             "{opening:?}"
         );
@@ -109,7 +110,10 @@ async fn oversized_heads_are_431_and_not_forwarded() {
             "{}",
             &got[..got.len().min(200)]
         );
-        assert_eq!(limit_hits(&strata, "header_size"), hits + 1);
+        assert_eq!(
+            wait_limit_hits(&strata, "header_size", hits + 1).await,
+            hits + 1
+        );
     }
     // h2: the header list is bounded by the same setting; h2 answers the stream itself.
     let mut h2 = RawH2::connect(strata.listen).await;

@@ -37,6 +37,20 @@ pub fn limit_hits(strata: &Running, limit: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits (up to [`LIMIT`]) until `limit` was hit at least `n` times; returns the count. A
+/// limit that closes the connection is counted when the connection's task ends, which may be
+/// after the agent has read the answer (on another worker thread).
+pub async fn wait_limit_hits(strata: &Running, limit: &str, n: u64) -> u64 {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let hits = limit_hits(strata, limit);
+        if hits >= n || Instant::now() >= deadline {
+            return hits;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The heads that reached the upstream on [`FAULT_PATH`].
 pub fn fault_heads(upstream: &RawUpstream) -> Vec<String> {
     let heads = upstream.heads();

@@ -166,13 +166,9 @@ impl H1Conns {
                 let Held { send, conn, .. } = &mut *held;
                 let mut response = pin!(send.try_send_request(request));
                 poll_fn(|cx| {
-                    if let Some(c) = conn.as_mut()
-                        && Pin::new(c).poll(cx).is_ready()
-                    {
-                        // It ended (closed, or broke): dropping it fails the request, if it
-                        // is still waiting, with hyper's reason.
-                        *conn = None;
-                    }
+                    // Once it ended (closed, or broke), dropping it fails the request, if it
+                    // is still waiting, with hyper's reason.
+                    drive(conn, cx);
                     response.as_mut().poll(cx)
                 })
                 .await
@@ -204,14 +200,7 @@ impl H1Conns {
             };
             // Polled once: one the server closed ends now; a healthy one settles into
             // waiting for the next request.
-            let ended = poll_fn(|cx| {
-                Poll::Ready(
-                    idle.conn
-                        .as_mut()
-                        .is_none_or(|c| Pin::new(c).poll(cx).is_ready()),
-                )
-            })
-            .await;
+            let ended = poll_fn(|cx| Poll::Ready(drive(&mut idle.conn, cx))).await;
             if !ended && idle.send.is_ready() {
                 return Some(idle);
             }
@@ -293,17 +282,24 @@ impl H1Conns {
     }
 }
 
+/// Polls a connection once (reads what a response waits for, writes what a request has
+/// left) and lets it go once it ended, closed or broken. True when there is none left.
+fn drive(conn: &mut Option<Conn>, cx: &mut Context<'_>) -> bool {
+    if let Some(c) = conn.as_mut()
+        && Pin::new(c).poll(cx).is_ready()
+    {
+        *conn = None;
+    }
+    conn.is_none()
+}
+
 // === impl Driven ===
 
 impl Driven {
     /// Moves the connection on: reads what the response body is waiting for, writes what is
     /// left of the request. A connection that ended is let go.
     pub fn poll(&mut self, cx: &mut Context<'_>) {
-        if let Some(c) = self.held.conn.as_mut()
-            && Pin::new(c).poll(cx).is_ready()
-        {
-            self.held.conn = None;
-        }
+        drive(&mut self.held.conn, cx);
     }
 
     /// The response ended whole: the connection is polled once more, to settle into waiting

@@ -3,19 +3,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use foldhash::fast::RandomState;
-
-/// A map with foldhash (see [`CacheInner`]).
-type FastMap<K, V> = HashMap<K, V, RandomState>;
-type FastSet<K> = HashSet<K, RandomState>;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use prometheus::{Histogram, IntCounter};
 
 use super::labels::{MAX_LABEL_BYTES, OTHER, RetryReason, SuppressReason};
 use super::{CounterFamily, HistogramFamily};
 use crate::classify::Outcome;
+
+/// A map with foldhash (see [`CacheInner`]).
+type FastMap<K, V> = HashMap<K, V, RandomState>;
+type FastSet<K> = HashSet<K, RandomState>;
 
 /// The families labelled by (method, tool), shared by the cache and every pair's handles.
 pub(super) struct CallFamilies {

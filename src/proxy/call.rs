@@ -372,7 +372,12 @@ pub(super) fn record_call(
 fn id_text(request: &Request) -> Cow<'_, str> {
     let text = request.id.text_lossy();
     match request.id.kind {
-        Kind::String => Cow::Owned(serde_json::Value::String(text.into_owned()).to_string()),
+        Kind::String => {
+            let mut quoted = String::with_capacity(text.len() + 2);
+            // Into a `String`: cannot fail.
+            let _ = crate::telemetry::write_string(&mut quoted, &text);
+            Cow::Owned(quoted)
+        }
         _ => text,
     }
 }

@@ -171,8 +171,8 @@ fn write_u64(w: &mut impl Write, mut value: u64) -> fmt::Result {
     w.write_str(std::str::from_utf8(&digits[at..]).map_err(|_| fmt::Error)?)
 }
 
-/// A JSON string, quoted and escaped.
-fn write_string(w: &mut impl Write, s: &str) -> fmt::Result {
+/// A JSON string, quoted and escaped (also the call log's `jsonrpc_id` for a string id).
+pub(crate) fn write_string(w: &mut impl Write, s: &str) -> fmt::Result {
     w.write_char('"')?;
     Escaped(w).write_str(s)?;
     w.write_char('"')

@@ -29,6 +29,31 @@ fn every_split(input: &[u8]) -> (Vec<Envelope>, Result<Document, Malformed>) {
     whole
 }
 
+/// Each input fails with its reason, however it is cut.
+fn assert_fails_at_every_split(cases: &[(&[u8], Malformed)]) {
+    for &(input, want) in cases {
+        let (_, verdict) = every_split(input);
+        assert_eq!(
+            verdict,
+            Err(want),
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}
+
+/// Each input is a valid document, however it is cut.
+fn assert_valid_at_every_split(inputs: &[&[u8]]) {
+    for &input in inputs {
+        let (_, verdict) = every_split(input);
+        assert!(
+            verdict.is_ok(),
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}
+
 #[test]
 fn captures_a_tool_result() {
     let body = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}],"isError":true,"resultType":"complete"}}"#;
@@ -139,15 +164,7 @@ fn malformed_inputs() {
         (b"{\"a\" 1}", Malformed::Syntax),
         (b"[}", Malformed::Syntax),
     ];
-    for (input, want) in cases {
-        let (_, verdict) = every_split(input);
-        assert_eq!(
-            verdict,
-            Err(*want),
-            "input {:?}",
-            String::from_utf8_lossy(input)
-        );
-    }
+    assert_fails_at_every_split(cases);
 }
 
 #[test]
@@ -190,15 +207,7 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
         (b"\"\xe4\xb8\xad\\n\xff\\q\"", Malformed::Utf8),
         (b"\"\xe4\xb8\xad\\q\xff\"", Malformed::Syntax),
     ];
-    for (input, want) in cases {
-        let (_, verdict) = every_split(input);
-        assert_eq!(
-            verdict,
-            Err(*want),
-            "input {:?}",
-            String::from_utf8_lossy(input)
-        );
-    }
+    assert_fails_at_every_split(cases);
 }
 
 #[derive(Default)]
@@ -430,10 +439,7 @@ fn untracked_containers_take_every_token_at_every_split() {
             Malformed::Truncated,
         ),
     ];
-    for (input, why) in faults {
-        let (_, verdict) = every_split(input);
-        assert_eq!(verdict, Err(why), "{}", String::from_utf8_lossy(input));
-    }
+    assert_fails_at_every_split(&faults);
     let (_, verdict) = every_split(deep.as_bytes());
     assert_eq!(verdict, Err(Malformed::DepthLimit));
 }
@@ -484,13 +490,7 @@ fn integers_inside_untracked_containers_end_where_the_number_states_would_end_th
         br#"{"jsonrpc":"2.0","method":"m","params":{"arguments":{"x":1.5e3,"y":9E-2,"z":10}}}"#,
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"structuredContent\":{\"n\":42\n}}}",
     ];
-    for doc in ok {
-        assert!(
-            every_split(doc).1.is_ok(),
-            "{}",
-            String::from_utf8_lossy(doc)
-        );
-    }
+    assert_valid_at_every_split(&ok);
     let bad: [(&[u8], Malformed); 4] = [
         (
             br#"{"method":"m","params":{"arguments":{"n":12x}}}"#,
@@ -509,14 +509,7 @@ fn integers_inside_untracked_containers_end_where_the_number_states_would_end_th
             Malformed::Truncated,
         ),
     ];
-    for (doc, why) in bad {
-        assert_eq!(
-            every_split(doc).1,
-            Err(why),
-            "{}",
-            String::from_utf8_lossy(doc)
-        );
-    }
+    assert_fails_at_every_split(&bad);
 }
 
 #[test]
@@ -529,13 +522,7 @@ fn short_strings_inside_untracked_containers_end_at_their_quote_and_nowhere_else
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"structuredContent\":{\"t\":\"é東\" ,\"u\":\"v\"}}}"
             .as_bytes(),
     ];
-    for doc in ok {
-        assert!(
-            every_split(doc).1.is_ok(),
-            "{}",
-            String::from_utf8_lossy(doc)
-        );
-    }
+    assert_valid_at_every_split(&ok);
     let bad: [(&[u8], Malformed); 3] = [
         (
             b"{\"method\":\"m\",\"params\":{\"arguments\":{\"n\":\"a\x01b\",\"pad\":\"0123456789\"}}}",
@@ -547,12 +534,5 @@ fn short_strings_inside_untracked_containers_end_at_their_quote_and_nowhere_else
         ),
         (br#"{"method":"m","params":{"arguments":{"n":"ab"#, Malformed::Truncated),
     ];
-    for (doc, why) in bad {
-        assert_eq!(
-            every_split(doc).1,
-            Err(why),
-            "{}",
-            String::from_utf8_lossy(doc)
-        );
-    }
+    assert_fails_at_every_split(&bad);
 }

@@ -25,9 +25,6 @@ use strings::Wide;
 /// tools/list 19 % slower in time, the same instructions mispredicted.)
 const QUIET_LOOP_AFTER: u8 = 4;
 
-/// Chunks up to this long are checked for ASCII before UTF-8 validation (see `validated`).
-const SHORT_CHUNK: usize = 512;
-
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
 pub const MAX_DEPTH: usize = 127;
 
@@ -341,62 +338,34 @@ impl JsonScanner {
         }
     }
 
-    /// Validates a chunk's UTF-8 in one pass (RFC 8259 §8.1: JSON text is UTF-8), then scans
-    /// it. Only the bytes before the first invalid sequence are scanned, so an earlier error
-    /// still wins: the first bad byte decides the reason, however the input was cut. An
-    /// incomplete sequence at the chunk's end (at most 3 bytes) is held back and scanned once
-    /// the next chunk completes it.
+    /// Scans a chunk as whole UTF-8 characters: an incomplete sequence at its end (at most 3
+    /// bytes) is held back and scanned once the next chunk completes it, so that no
+    /// character is split between two scans (`utf8.rs` validates characters where string
+    /// content is read). The first bad byte decides the reason, however the input was cut.
     fn validated<S: MessageSink + ?Sized>(
         &mut self,
         mut chunk: &[u8],
         sink: &mut S,
     ) -> Result<(), Malformed> {
         if self.utf8_len != 0 {
-            let need = utf8_width(self.utf8[0]);
+            let need = utf8::width(self.utf8[0]);
             let take = need.saturating_sub(self.utf8_len).min(chunk.len());
             self.utf8[self.utf8_len..self.utf8_len + take].copy_from_slice(&chunk[..take]);
             self.utf8_len += take;
             chunk = &chunk[take..];
-            match simdutf8::compat::from_utf8(&self.utf8[..self.utf8_len]) {
-                Ok(_) => {
-                    let (held, n) = (self.utf8, self.utf8_len);
-                    self.utf8_len = 0;
-                    self.scan(&held[..n], sink)?;
-                }
-                Err(e) if e.error_len().is_none() => return Ok(()),
-                Err(_) => return Err(Malformed::Utf8),
+            if self.utf8_len < need {
+                // The chunk was shorter than the rest of the character.
+                return Ok(());
             }
+            let (held, n) = (self.utf8, self.utf8_len);
+            self.utf8_len = 0;
+            self.scan(&held[..n], sink)?;
         }
-        // Most chunks are valid whole: the check that only says yes or no is the quicker
-        // one (simdutf8 `basic`); where it says no — an error, or a character cut at the
-        // chunk's end — the `compat` check says where. A cut character is common in text
-        // (one 16 KiB chunk in ten of the string-heavy body), and `compat` then went over
-        // the whole chunk a second time: the cut is found first, from the last 3 bytes.
-        let (whole, cut) = chunk.split_at(whole_characters(chunk));
-        // A short chunk (an SSE event's data line, a small body) is most often ASCII: a
-        // word-at-a-time check costs less than simdutf8's setup for a few hundred bytes.
-        if (whole.len() <= SHORT_CHUNK && whole.is_ascii())
-            || simdutf8::basic::from_utf8(whole).is_ok()
-        {
-            self.scan(whole, sink)?;
-            self.utf8[..cut.len()].copy_from_slice(cut);
-            self.utf8_len = cut.len();
-            return Ok(());
-        }
-        match simdutf8::compat::from_utf8(chunk) {
-            Ok(_) => self.scan(chunk, sink),
-            Err(e) => {
-                let valid = e.valid_up_to();
-                self.scan(&chunk[..valid], sink)?;
-                if e.error_len().is_some() {
-                    return Err(Malformed::Utf8);
-                }
-                let tail = &chunk[valid..];
-                self.utf8[..tail.len()].copy_from_slice(tail);
-                self.utf8_len = tail.len();
-                Ok(())
-            }
-        }
+        let (whole, cut) = chunk.split_at(utf8::whole_characters(chunk));
+        self.scan(whole, sink)?;
+        self.utf8[..cut.len()].copy_from_slice(cut);
+        self.utf8_len = cut.len();
+        Ok(())
     }
 
     /// The input ended: the document's verdict.
@@ -427,7 +396,7 @@ impl JsonScanner {
         }
     }
 
-    /// Scans validated bytes. The common tokens — whole keys, strings, numbers, literals and
+    /// Scans whole characters. The common tokens — whole keys, strings, numbers, literals and
     /// the punctuation between them — are taken whole here, without a round trip through
     /// `self.state` per byte; whatever a chunk boundary cuts goes through [`Self::structural`]
     /// one byte at a time.
@@ -640,8 +609,8 @@ impl JsonScanner {
         loop {
             let rest = &chunk[i..];
             let p = if self.dest == Dest::None {
-                // Only validated: whole blocks at a time, short escapes included.
-                self.wide.skip(rest)
+                // Only validated: whole blocks at a time, short escapes and UTF-8 included.
+                self.wide.skip(rest)?
             } else {
                 let p = string_run(rest);
                 self.capture(&rest[..p]);
@@ -656,6 +625,14 @@ impl JsonScanner {
             }
             if stop < 0x20 {
                 return Err(Malformed::ControlCharacter);
+            }
+            if stop >= 0x80 {
+                let n = utf8::run(&rest[p..])?;
+                if self.dest != Dest::None {
+                    self.capture(&rest[p..p + n]);
+                }
+                i += p + n;
+                continue;
             }
             // A backslash. A short escape whose second byte is here is taken at once; `\u`
             // (and a chunk ending after the backslash) go through the escape states.
@@ -1117,38 +1094,6 @@ fn hex(b: u8) -> Result<u32, Malformed> {
     }
 }
 
-/// The length of the UTF-8 sequence a lead byte starts (1 for anything invalid, which then
-/// fails validation).
-fn utf8_width(lead: u8) -> usize {
-    match lead {
-        0xC2..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF4 => 4,
-        _ => 1,
-    }
-}
-
-/// The length of `chunk` without a character cut at its end: the start of a final sequence
-/// of 1–3 bytes that a valid UTF-8 character begins but does not finish, or the whole length
-/// (also whenever the end is invalid rather than cut: validation then reports it).
-#[inline]
-fn whole_characters(chunk: &[u8]) -> usize {
-    let len = chunk.len();
-    if chunk.last().is_none_or(u8::is_ascii) {
-        return len;
-    }
-    // The lead byte is within the last 3 bytes when the end is cut.
-    let from = len.saturating_sub(3);
-    let Some(lead) = chunk[from..].iter().rposition(|&b| b & 0xC0 != 0x80) else {
-        return len;
-    };
-    let lead = from + lead;
-    match simdutf8::compat::from_utf8(&chunk[lead..]) {
-        Err(e) if e.error_len().is_none() && e.valid_up_to() == 0 => lead,
-        _ => len,
-    }
-}
-
 /// Scans a number on from `i` in state `num`: returns where it stopped (a byte that does not
 /// continue it, or the chunk's end) and the state there.
 #[inline(always)]
@@ -1215,11 +1160,12 @@ static SHORT_ESCAPES: [u8; 256] = {
     table
 };
 
-/// Bytes that end a run of plain string content: the closing quote, a backslash, or a raw
-/// control character (an error).
+/// Bytes that end a run of plain string content: the closing quote, a backslash, a raw
+/// control character (an error), or a byte above ASCII (its character is checked by
+/// `utf8::run`).
 #[inline(always)]
 fn stops_string(b: u8) -> bool {
-    (b == b'"') | (b == b'\\') | (b < 0x20)
+    (b == b'"') | (b == b'\\') | !(0x20..0x80).contains(&b)
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -1234,15 +1180,16 @@ fn stop_bits(w: u64) -> u64 {
     let backslash = w ^ (ONES * u64::from(b'\\'));
     let zero_quote = quote.wrapping_sub(ONES) & !quote;
     let zero_backslash = backslash.wrapping_sub(ONES) & !backslash;
-    let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (zero_quote | zero_backslash | control) & HIGHS
+    // Below 0x20 borrows into the high bit; above ASCII has it already.
+    let control_or_high = w.wrapping_sub(ONES * 0x20) | w;
+    (zero_quote | zero_backslash | control_or_high) & HIGHS
 }
 
 /// Bytes per block of [`string_run`]'s wide pass.
 const BLOCK: usize = 32;
 
-/// The length of the plain run at the start of `seg`: up to the first byte that
-/// [`stops_string`], or all of it. (UTF-8 was validated for the whole chunk before.)
+/// The length of the plain ASCII run at the start of `seg`: up to the first byte that
+/// [`stops_string`], or all of it.
 ///
 /// On x86-64, SSE2 compares 16 bytes at a time (`json/sse2.rs`). Elsewhere, the first 16
 /// bytes go word by word with SWAR arithmetic — short strings (keys, names, enum values) are
@@ -1250,8 +1197,8 @@ const BLOCK: usize = 32;
 /// at a time, asking only "does any byte stop?", a fold the compiler vectorises on its own;
 /// the block that stops is then located with the SWAR words.
 ///
-/// The log formatter (`telemetry/json.rs`) uses it too: a JSON string's escapes are the same
-/// bytes on the way out.
+/// The log formatter (`telemetry/json.rs`) uses it too: a JSON string's escapes are among the
+/// same bytes on the way out.
 #[inline]
 pub(crate) fn string_run(seg: &[u8]) -> usize {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -1344,6 +1291,7 @@ mod avx2;
 mod avx512;
 mod quiet;
 mod strings;
+mod utf8;
 
 #[cfg(test)]
 mod tests;

@@ -187,9 +187,15 @@ impl<W: Write> Write for Escaped<'_, W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut rest = s;
         loop {
-            // `string_run` stops at exactly the bytes JSON escapes: `"`, `\`, below 0x20.
-            let i = string_run(rest.as_bytes());
-            let Some(&b) = rest.as_bytes().get(i) else {
+            // `string_run` stops at the bytes JSON escapes — `"`, `\`, below 0x20 — and at
+            // bytes above ASCII, which stand for themselves.
+            let bytes = rest.as_bytes();
+            let mut i = string_run(bytes);
+            while bytes.get(i).is_some_and(|&b| b >= 0x80) {
+                i += bytes[i..].iter().take_while(|&&b| b >= 0x80).count();
+                i += string_run(&bytes[i..]);
+            }
+            let Some(&b) = bytes.get(i) else {
                 return self.0.write_str(rest);
             };
             // Every escaped byte is ASCII, so `i` and `i + 1` are char boundaries.

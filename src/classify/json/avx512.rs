@@ -1,12 +1,17 @@
 //! The 64-byte block masks of `strings.rs` with AVX-512BW: one vector per block, compares
-//! straight into mask registers. Needs run-time detection ([`Avx512`]).
+//! straight into mask registers, and the UTF-8 check of `utf8.rs`. Needs run-time detection
+//! ([`Avx512`]).
 
 use core::arch::x86_64::{
-    __m512i, _mm512_and_si512, _mm512_cmpeq_epi8_mask, _mm512_cmple_epu8_mask, _mm512_set_epi64,
-    _mm512_set1_epi8, _mm512_shuffle_epi8, _mm512_srli_epi16, _mm512_test_epi8_mask,
+    __m512i, _mm512_alignr_epi8, _mm512_and_si512, _mm512_cmpeq_epi8_mask, _mm512_cmpge_epu8_mask,
+    _mm512_cmple_epu8_mask, _mm512_loadu_si512, _mm512_permutex2var_epi64, _mm512_set_epi64,
+    _mm512_set1_epi8, _mm512_setzero_si512, _mm512_shuffle_epi8, _mm512_srli_epi16,
+    _mm512_test_epi8_mask,
 };
 
+use super::Malformed;
 use super::strings::{self, BLOCK, Masks};
+use super::utf8;
 
 /// Proof that this CPU runs AVX-512F and BW: only [`Avx512::detect`] makes one.
 #[derive(Clone, Copy, Debug)]
@@ -21,7 +26,7 @@ impl Avx512 {
 
     /// See [`strings::Wide::skip`].
     #[inline]
-    pub(super) fn skip(self, rest: &[u8]) -> usize {
+    pub(super) fn skip(self, rest: &[u8]) -> Result<usize, Malformed> {
         // SAFETY: `run` needs AVX-512F and BW, and an `Avx512` exists only where `detect`
         // found both on this CPU. `run` is safe code: it reads `rest` through slices and
         // arrays, never through a raw pointer.
@@ -33,29 +38,113 @@ impl Avx512 {
 }
 
 #[target_feature(enable = "avx512f,avx512bw")]
-fn run(rest: &[u8]) -> usize {
-    strings::skip_blocks(rest, |block| masks(block))
+fn run(rest: &[u8]) -> Result<usize, Malformed> {
+    let mut before = Before::new();
+    strings::skip_blocks(rest, |block| {
+        let v = load(block);
+        let nibbles = Nibbles::of(v);
+        let mut m = masks(v, nibbles);
+        m.bad_utf8 = bad_utf8(v, nibbles, &mut before);
+        m
+    })
+}
+
+/// Each byte's low and high nibble, for the lookups: the short-escape letters and the
+/// UTF-8 check share them.
+#[derive(Clone, Copy)]
+struct Nibbles {
+    low: __m512i,
+    high: __m512i,
+}
+
+impl Nibbles {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn of(v: __m512i) -> Nibbles {
+        let nibble = _mm512_set1_epi8(0x0F);
+        Nibbles {
+            low: _mm512_and_si512(v, nibble),
+            high: _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble),
+        }
+    }
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn masks(block: &[u8; BLOCK]) -> Masks {
-    let v = load(block);
+fn masks(v: __m512i, nibbles: Nibbles) -> Masks {
     let quote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8));
     let control = _mm512_cmple_epu8_mask(v, _mm512_set1_epi8(0x1F));
     let backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8));
     // Short-escape letters by nibble lookup, as in `avx2.rs`.
-    let nibble = _mm512_set1_epi8(0x0F);
-    let low = _mm512_and_si512(v, nibble);
-    let high = _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble);
-    let by_low = _mm512_shuffle_epi8(table(strings::LOW_NIBBLES), low);
-    let by_high = _mm512_shuffle_epi8(table(strings::HIGH_NIBBLES), high);
+    let by_low = _mm512_shuffle_epi8(table(strings::LOW_NIBBLES), nibbles.low);
+    let by_high = _mm512_shuffle_epi8(table(strings::HIGH_NIBBLES), nibbles.high);
     let letter = _mm512_test_epi8_mask(by_low, by_high);
     Masks {
         quote_or_control: quote | control,
         backslash,
         not_short_escape: !letter,
+        bad_utf8: 0,
     }
+}
+
+/// What the UTF-8 check keeps of the block before (none before the first: content starts
+/// at a character's start).
+struct Before {
+    /// Its bytes' nibbles.
+    nibbles: Nibbles,
+    /// Its leads of three bytes or more (`E0..`), and of four (`F0..`), one bit per byte.
+    third: u64,
+    fourth: u64,
+}
+
+impl Before {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn new() -> Before {
+        Before {
+            nibbles: Nibbles {
+                low: _mm512_setzero_si512(),
+                high: _mm512_setzero_si512(),
+            },
+            third: 0,
+            fourth: 0,
+        }
+    }
+}
+
+/// The bytes of `v` that the UTF-8 check flags (see `utf8.rs` for the tables and what each
+/// bit means). Checked on every block, ASCII or not: a branch on "any byte above ASCII"
+/// mispredicts on text that mixes scripts line by line, and costs more than it saves.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn bad_utf8(v: __m512i, nibbles: Nibbles, before: &mut Before) -> u64 {
+    // The nibbles of the byte before each byte: each 128-bit lane beside the lane before it
+    // (the last lane of the block before for the first), then shifted in by `alignr`.
+    let shift_in = |now: __m512i, then: __m512i| {
+        let lanes_before =
+            _mm512_permutex2var_epi64(then, _mm512_set_epi64(13, 12, 11, 10, 9, 8, 7, 6), now);
+        _mm512_alignr_epi8::<15>(now, lanes_before)
+    };
+    let prev1_low = shift_in(nibbles.low, before.nibbles.low);
+    let prev1_high = shift_in(nibbles.high, before.nibbles.high);
+    let byte_1_high = _mm512_shuffle_epi8(table(utf8::BYTE_1_HIGH), prev1_high);
+    let byte_1_low = _mm512_shuffle_epi8(table(utf8::BYTE_1_LOW), prev1_low);
+    let byte_2_high = _mm512_shuffle_epi8(table(utf8::BYTE_2_HIGH), nibbles.high);
+    let special = _mm512_and_si512(_mm512_and_si512(byte_1_high, byte_1_low), byte_2_high);
+    // The bytes that must be continuations as a character's third or fourth: found from the
+    // leads' bits two and three bytes back, in mask registers rather than by two more byte
+    // shifts across lanes.
+    let third = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(0xE0u8 as i8));
+    let fourth = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(0xF0u8 as i8));
+    let must_continue = (third << 2 | before.third >> 62) | (fourth << 3 | before.fourth >> 61);
+    let two_conts = _mm512_test_epi8_mask(special, _mm512_set1_epi8(utf8::TWO_CONTS as i8));
+    let other = _mm512_test_epi8_mask(special, _mm512_set1_epi8(!utf8::TWO_CONTS as i8));
+    *before = Before {
+        nibbles,
+        third,
+        fourth,
+    };
+    other | (two_conts ^ must_continue)
 }
 
 /// A 16-byte table in each 128-bit lane (`vpshufb` looks up within lanes).
@@ -70,23 +159,16 @@ fn table(t: [u8; 16]) -> __m512i {
     _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo)
 }
 
-/// 64 bytes into a vector without a raw pointer (compiles to one unaligned load).
+/// 64 bytes into a vector: one unaligned load. (Built from eight words instead, with no
+/// raw pointer, it compiled to three instructions, and the block loop is bound by vector
+/// instructions.)
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn load(block: &[u8; BLOCK]) -> __m512i {
-    let word = |k: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&block[8 * k..8 * k + 8]);
-        i64::from_le_bytes(w)
-    };
-    _mm512_set_epi64(
-        word(7),
-        word(6),
-        word(5),
-        word(4),
-        word(3),
-        word(2),
-        word(1),
-        word(0),
-    )
+    // SAFETY: `block` is 64 readable bytes, exactly one `__m512i`, and `loadu` has no
+    // alignment requirement.
+    #[allow(unsafe_code)]
+    unsafe {
+        _mm512_loadu_si512(block.as_ptr().cast())
+    }
 }

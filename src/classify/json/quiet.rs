@@ -14,7 +14,7 @@
 
 use super::{
     Dest, JsonScanner, MAX_DEPTH, Malformed, MessageSink, Num, SHORT_ESCAPES, State, Word,
-    number_run, tail_matches,
+    number_run, tail_matches, utf8,
 };
 
 /// Where the grammar stands between tokens (the boundary states of [`State`]).
@@ -274,7 +274,7 @@ impl JsonScanner {
     fn quiet_str(&mut self, chunk: &[u8], mut i: usize, key: bool) -> Result<Token, Malformed> {
         loop {
             let rest = &chunk[i..];
-            let p = self.wide.skip(rest);
+            let p = self.wide.skip(rest)?;
             let Some(&stop) = rest.get(p) else {
                 return Ok(self.string_handoff(State::Str, key, chunk.len()));
             };
@@ -283,6 +283,10 @@ impl JsonScanner {
             }
             if stop < 0x20 {
                 return Err(Malformed::ControlCharacter);
+            }
+            if stop >= 0x80 {
+                i += p + utf8::run(&rest[p..])?;
+                continue;
             }
             // A backslash: a short escape whose second byte is here is checked at once; `\u`
             // (and a chunk ending after the backslash) go through the escape states.

@@ -4,7 +4,7 @@
 //! (it widens and shifts instead, several times slower).
 
 use core::arch::x86_64::{
-    __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
+    __m128i, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
     _mm_set1_epi8,
 };
 
@@ -53,16 +53,19 @@ fn run(seg: &[u8]) -> usize {
     base + super::word_run(blocks.remainder())
 }
 
-/// Bit k set: byte k of the block stops a string run (`"`, `\`, or below 0x20).
+/// Bit k set: byte k of the block stops a string run (`"`, `\`, below 0x20 or above ASCII).
 #[inline]
 #[target_feature(enable = "sse2")]
 fn stop_mask(block: &[u8; 16]) -> u32 {
     let v = load(block);
     let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
     let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-    // Unsigned `v <= 0x1F`: min(v, 0x1F) == v.
-    let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v);
-    _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+    // Signed `v < 0x20`: the control characters, and every byte above ASCII (negative).
+    let control_or_high = _mm_cmpgt_epi8(_mm_set1_epi8(0x20), v);
+    _mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(quote, backslash),
+        control_or_high,
+    )) as u32
 }
 
 /// Sixteen bytes into a vector without a raw pointer (compiles to one unaligned load).

@@ -7,12 +7,17 @@
 //! scalar path. The masks come from AVX-512BW or AVX2 (`avx512.rs`, `avx2.rs`, picked at run
 //! time); the bit arithmetic on them is here, shared by both.
 //!
+//! UTF-8 is validated in the same pass: a block that holds a byte above ASCII (or follows one
+//! that ended in one) is checked with lookups on its nibbles (`utf8.rs`), by the same vector
+//! level.
+//!
 //! Only content that is validated and not captured comes here (captured strings are short
 //! and decode their escapes on the scalar path).
 
 // Elsewhere only `Wide::Narrow` exists: the block arithmetic is then used by tests alone.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
+use super::{Malformed, utf8};
 #[cfg(target_arch = "x86_64")]
 use super::{avx2::Avx2, avx512::Avx512};
 
@@ -29,6 +34,11 @@ pub(super) struct Masks {
     /// `" \ / b f n r t`. `u` is among them: `\uXXXX` goes to the scalar path (hex digits and
     /// the surrogate rules).
     pub(super) not_short_escape: u64,
+    /// Bytes the UTF-8 check flags (`utf8.rs`): each error shows at the byte that reveals
+    /// it, at most three bytes after the character's start — a cut character at the ASCII
+    /// byte after it. Flagged bytes after the first stop belong to later content and are
+    /// left to the pass that reads it.
+    pub(super) bad_utf8: u64,
 }
 
 /// The short-escape letters `" \ / b f n r t` by nibble, for a `vpshufb` lookup: each high
@@ -69,27 +79,42 @@ pub(super) fn escaped(backslash: u64, carry: &mut u64) -> u64 {
     (EVEN ^ invert) & follows_escape
 }
 
-/// Where the scalar path takes over in a block, if anywhere: `Some((k, back))` means at byte
-/// `k - back` — an unescaped quote or control character at `k` (`back` 0), or the backslash
-/// before an escaped byte `k` that is not a short escape (`back` 1; `k` may be 0, the
-/// backslash then ends the block before). `None`: the whole block is valid content.
+/// Where the scalar path takes over in a block, if anywhere: `Some(Ok((k, back)))` means at
+/// byte `k - back` — an unescaped quote or control character at `k` (`back` 0), or the
+/// backslash before an escaped byte `k` that is not a short escape (`back` 1; `k` may be 0,
+/// the backslash then ends the block before). `Some(Err(_))`: a UTF-8 error comes first.
+/// `None`: the whole block is valid content.
 #[inline(always)]
-pub(super) fn stop(m: Masks, carry: &mut u64) -> Option<(u32, u32)> {
+pub(super) fn stop(m: Masks, carry: &mut u64) -> Option<Result<(u32, u32), Malformed>> {
     let escaped = escaped(m.backslash, carry);
     let odd_escape = escaped & m.not_short_escape;
     let stops = (m.quote_or_control & !escaped) | odd_escape;
-    if stops == 0 {
+    if stops | m.bad_utf8 == 0 {
         return None;
     }
+    if stops == 0 {
+        return Some(Err(Malformed::Utf8));
+    }
     let k = stops.trailing_zeros();
-    Some((k, ((odd_escape >> k) & 1) as u32))
+    let back = ((odd_escape >> k) & 1) as u32;
+    // A byte flagged at or before the one where the scalar path would take over is an error
+    // in the content before it (that byte is ASCII: flagged, it ends a cut character).
+    if m.bad_utf8.trailing_zeros() + back <= k {
+        return Some(Err(Malformed::Utf8));
+    }
+    Some(Ok((k, back)))
 }
 
 /// Whole blocks in `rest`, then whatever is left: the offset of the first byte the scalar
-/// string loop must look at — a quote, a control character or a backslash that is not
-/// escaped — or `rest.len()`. `masks` classifies one block.
+/// string loop must look at — a quote, a control character, a backslash that is not
+/// escaped, a character above ASCII after the last whole block — or `rest.len()`; or a
+/// UTF-8 error before any of them. `masks` classifies one block (it keeps the block before
+/// for the UTF-8 check).
 #[inline(always)]
-pub(super) fn skip_blocks(rest: &[u8], masks: impl Fn(&[u8; BLOCK]) -> Masks) -> usize {
+pub(super) fn skip_blocks(
+    rest: &[u8],
+    mut masks: impl FnMut(&[u8; BLOCK]) -> Masks,
+) -> Result<usize, Malformed> {
     let mut carry = 0;
     let mut base = 0;
     let mut blocks = rest.chunks_exact(BLOCK);
@@ -97,17 +122,24 @@ pub(super) fn skip_blocks(rest: &[u8], masks: impl Fn(&[u8; BLOCK]) -> Masks) ->
         let Ok(block) = <&[u8; BLOCK]>::try_from(block) else {
             break;
         };
-        if let Some((k, back)) = stop(masks(block), &mut carry) {
+        if let Some(stop) = stop(masks(block), &mut carry) {
+            let (k, back) = stop?;
             // `back` is 1 with `k` 0 only after a block that set `carry`: base >= BLOCK.
-            return (base + k as usize).saturating_sub(back as usize);
+            return Ok((base + k as usize).saturating_sub(back as usize));
         }
         base += BLOCK;
     }
     if carry != 0 {
         // The last block ended in an unpaired backslash: the scalar path takes its escape.
-        return base - 1;
+        return Ok(base - 1);
     }
-    base + super::string_run(blocks.remainder())
+    // The check has not seen what follows the last block's final character: from its start
+    // (when it is not ASCII) the narrow run and `utf8::run` go on.
+    let from = utf8::last_char_start(rest, base);
+    if from < base {
+        return Ok(from);
+    }
+    Ok(base + super::string_run(blocks.remainder()))
 }
 
 /// The widest block classifier this CPU has, decided once per scanner. Its variants hold
@@ -149,44 +181,52 @@ impl Wide {
         all
     }
 
-    /// The offset in `rest` (string content, not mid-escape) of the first byte the scalar
-    /// string loop must look at: a quote, a control character, a backslash it must take
-    /// itself, or `rest.len()`. Short escapes before it are valid.
+    /// The offset in `rest` (string content at a character's start, not mid-escape) of the
+    /// first byte the scalar string loop must look at: a quote, a control character, a
+    /// backslash it must take itself, a byte above ASCII for `utf8::run`, or `rest.len()`.
+    /// Short escapes and characters before it are valid; `Err` when one is not UTF-8.
     #[inline(always)]
-    pub(super) fn skip(self, rest: &[u8]) -> usize {
+    pub(super) fn skip(self, rest: &[u8]) -> Result<usize, Malformed> {
         // Most strings are short (names, types, enum values): when the first 16 bytes hold
         // the closing quote, the narrow run finds it for less than one wide block costs.
         const HEAD: usize = 16;
         if rest.len() < BLOCK || matches!(self, Wide::Narrow) {
-            return super::string_run(rest);
+            return Ok(super::string_run(rest));
         }
         let Ok(first) = <&[u8; HEAD]>::try_from(&rest[..HEAD]) else {
-            return super::string_run(rest);
+            return Ok(super::string_run(rest));
         };
         let head = super::head_run(first);
-        if head < HEAD && rest[head] != b'\\' {
-            return head;
+        // A backslash or a character above ASCII: text goes on, and the blocks take both.
+        if head < HEAD && (rest[head] == b'"' || rest[head] < 0x20) {
+            return Ok(head);
         }
         match self {
             #[cfg(target_arch = "x86_64")]
             Wide::Avx512(avx512) => avx512.skip(rest),
             #[cfg(target_arch = "x86_64")]
             Wide::Avx2(avx2) => avx2.skip(rest),
-            Wide::Narrow => super::string_run(rest),
+            Wide::Narrow => Ok(super::string_run(rest)),
         }
     }
 }
 
 /// The masks byte by byte: the reference the vector classifiers are tested against.
+/// `before` holds the three bytes before the block (zeros before the first).
 #[cfg(test)]
-pub(super) fn scalar_masks(block: &[u8; BLOCK]) -> Masks {
+pub(super) fn scalar_masks(block: &[u8; BLOCK], before: &mut [u8; 3]) -> Masks {
     let mut m = Masks {
         quote_or_control: 0,
         backslash: 0,
         not_short_escape: 0,
+        bad_utf8: 0,
     };
     for (k, &b) in block.iter().enumerate() {
         let bit = 1u64 << k;
+        if utf8::flags(*before, b) {
+            m.bad_utf8 |= bit;
+        }
+        *before = [before[1], before[2], b];
         if b == b'"' || b < 0x20 {
             m.quote_or_control |= bit;
         }

@@ -1,3 +1,4 @@
+use super::utf8::whole_characters;
 use super::*;
 
 /// Scans `input` split every `step` bytes; returns the messages and the verdict.
@@ -206,8 +207,52 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
         (b"\"ok \xe4\xb8\\u0041\"", Malformed::Utf8),
         (b"\"\xe4\xb8\xad\\n\xff\\q\"", Malformed::Utf8),
         (b"\"\xe4\xb8\xad\\q\xff\"", Malformed::Syntax),
+        // A cut character before the lead of another (proptest, session 6).
+        (b"{\"a\":\"A\xc3\xe0\xb7\xa6#\"}", Malformed::Utf8),
+        (b"[\"\xf0\x9f\xe0\xb7\xa6\"]", Malformed::Utf8),
+        // Bytes above ASCII are allowed only in strings: elsewhere, valid UTF-8 or not,
+        // the grammar rejects the first one. After a backslash, too.
+        (b"[1,\xc3\xa9]", Malformed::Syntax),
+        (b"[1,\xff]", Malformed::Syntax),
+        (b"{\"a\":1}\xff", Malformed::TrailingData),
+        (b"\"\\\xff\"", Malformed::Syntax),
+        (b"\"\\\xc3\xa9\"", Malformed::Syntax),
     ];
     assert_fails_at_every_split(cases);
+}
+
+/// Long strings go through the 64-byte blocks: every error above at every offset across
+/// two blocks, inside text with characters above ASCII.
+#[test]
+fn utf8_errors_in_long_strings_at_every_offset() {
+    let text = "naïve café 東京 🙂 \\n ".repeat(8);
+    let bads: [&[u8]; 6] = [
+        b"\xff",
+        b"\xc3A",
+        b"\xe6\x9d\"",
+        b"\xed\xa0\x80",
+        b"\x80",
+        b"\xf4\x90\x80\x80",
+    ];
+    for bad in bads {
+        // Not inside an escape: there any byte above ASCII is a syntax error (tested above).
+        let starts =
+            (0..140).filter(|&at| text.is_char_boundary(at) && !text[..at].ends_with('\\'));
+        for at in starts {
+            let mut body = format!("{{\"t\":\"{}", &text[..at]).into_bytes();
+            body.extend_from_slice(bad);
+            body.extend_from_slice(format!("{}\"}}", &text[at..]).as_bytes());
+            for step in [1, 7, 64, body.len()] {
+                assert_eq!(
+                    scan(&body, step).1,
+                    Err(Malformed::Utf8),
+                    "{bad:02x?} at {at}, step {step}"
+                );
+            }
+        }
+    }
+    let good = format!("{{\"t\":\"{text}\"}}");
+    assert!(scan(good.as_bytes(), 64).1.is_ok());
 }
 
 #[derive(Default)]

@@ -1,68 +1,77 @@
 use super::*;
 
-/// Where the scalar path takes over, byte by byte: the reference for [`Wide::skip`]. Walks
-/// the content as the string states do; stops at a quote, a control character, or a
-/// backslash whose escape is not a whole short escape here.
-fn reference(rest: &[u8]) -> usize {
+/// How the string states end some content, byte by byte: the reference for [`Wide::skip`]
+/// followed as the scalar loop follows it. Stops at a quote, a control character, or a
+/// backslash whose escape is not a whole short escape here; fails at a character that is
+/// not UTF-8 before that. A character cut by the end runs to the end (see `utf8::run`).
+fn reference(rest: &[u8]) -> Result<usize, Malformed> {
     let mut i = 0;
     while i < rest.len() {
         match rest[i] {
-            b'"' => return i,
-            b if b < 0x20 => return i,
+            b'"' => return Ok(i),
+            b if b < 0x20 => return Ok(i),
             b'\\' => match rest.get(i + 1) {
                 Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                _ => return i,
+                _ => return Ok(i),
+            },
+            b if b >= 0x80 => match utf8::char_at(&rest[i..]) {
+                utf8::Char::Whole(width) => i += width,
+                utf8::Char::Cut => return Ok(rest.len()),
+                utf8::Char::Bad => return Err(Malformed::Utf8),
             },
             _ => i += 1,
         }
     }
-    rest.len()
+    Ok(rest.len())
 }
 
-/// A level's answer is right when it stops at the reference's stop, or earlier at a byte the
-/// scalar path handles the same way (the narrow run stops at every backslash; a wide level
-/// at the backslash of each escape it leaves to the scalar path, which is the reference's).
-fn check(wide: Wide, rest: &[u8]) {
+/// `wide.skip` followed as `JsonScanner::string` follows it: from each stop, over a short
+/// escape or a run of characters above ASCII, and ask again. Each answer must be at or
+/// before the reference's stop, and a wide level stops early only in the bytes after its
+/// last whole block (where the narrow run takes over), at the last block's unpaired
+/// backslash or final character, or at a character above ASCII in the first 16 bytes.
+fn follow(wide: Wide, rest: &[u8]) -> Result<usize, Malformed> {
     let want = reference(rest);
     let mut at = 0;
-    // Follow the scalar loop: from each stop, step over a short escape and ask again.
     loop {
-        let got = at + wide.skip(&rest[at..]);
-        assert!(got <= want, "{wide:?} ran past {want} to {got} in {rest:?}");
-        // A wide level stops early only in the bytes after its last whole block (where the
-        // narrow run takes over) or at the last block's unpaired backslash.
-        let blocks_end = at + (rest.len() - at) / BLOCK * BLOCK;
-        if !matches!(wide, Wide::Narrow) && rest.len() - at >= BLOCK {
-            assert!(
-                got == want || got + 1 >= blocks_end,
-                "{wide:?} stopped early at {got} (reference {want}) in {rest:?}"
-            );
+        let got = at + wide.skip(&rest[at..])?;
+        if let Ok(want) = want {
+            assert!(got <= want, "{wide:?} ran past {want} to {got} in {rest:?}");
         }
-        if got == want {
-            return;
+        match rest.get(got) {
+            None | Some(b'"') => return Ok(got),
+            Some(&b) if b < 0x20 => return Ok(got),
+            Some(&b) if b >= 0x80 => at = got + utf8::run(&rest[got..])?,
+            Some(b'\\') => match rest.get(got + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => at = got + 2,
+                _ => return Ok(got),
+            },
+            Some(_) => panic!("{wide:?} stopped at a plain byte {got} in {rest:?}"),
         }
-        assert_eq!(
-            rest[got], b'\\',
-            "{wide:?} stopped at a plain byte {got} in {rest:?}"
-        );
-        at = got + 2;
     }
+}
+
+fn check(wide: Wide, rest: &[u8]) {
+    assert_eq!(follow(wide, rest), reference(rest), "{wide:?} in {rest:?}");
 }
 
 /// Wide levels must stop exactly at the reference when the stop is a quote, a control
-/// character or an odd escape (they never stop at a valid short escape in a whole block).
+/// character or an odd escape in ASCII content (they never stop at a valid short escape in
+/// a whole block).
 fn check_exact_in_blocks(wide: Wide, rest: &[u8]) {
-    if matches!(wide, Wide::Narrow) {
+    if matches!(wide, Wide::Narrow) || !rest.is_ascii() {
         return;
     }
-    let want = reference(rest);
+    let Ok(want) = reference(rest) else {
+        return;
+    };
     let blocks_end = rest.len() / BLOCK * BLOCK;
     if want + 1 < blocks_end && rest.len() >= BLOCK {
         let head = rest[..16]
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
         if head.is_none_or(|h| rest[h] == b'\\') {
-            assert_eq!(wide.skip(rest), want, "{wide:?} in {rest:?}");
+            assert_eq!(wide.skip(rest), Ok(want), "{wide:?} in {rest:?}");
         }
     }
 }
@@ -111,19 +120,28 @@ fn escaped_positions_match_a_byte_walk() {
 }
 
 /// The bit arithmetic alone, on masks made byte by byte: stops where the reference stops
-/// whenever that is inside the whole blocks.
+/// whenever that is inside the whole blocks, and fails where it fails.
 #[test]
 fn block_logic_on_scalar_masks_matches_the_reference() {
     let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let alphabet = br#"\\\n"u/x "#;
-    for _ in 0..20_000 {
-        let len = 64 + (x % 200) as usize;
-        let rest = sparse_text(&mut x, len, alphabet, 6);
-        let got = skip_blocks(&rest, scalar_masks);
-        let want = reference(&rest);
-        assert!(got <= want, "ran past {want} to {got} in {rest:?}");
-        if want < rest.len() / BLOCK * BLOCK {
-            assert_eq!(got, want, "{rest:?}");
+    for pieces in [&ASCII_STOPS[..], &UTF8_PIECES[..]] {
+        for _ in 0..20_000 {
+            let len = 64 + (x % 200) as usize;
+            let rest = sparse_pieces(&mut x, len, pieces, 6);
+            let mut before = [0; 3];
+            let got = skip_blocks(&rest, |block| scalar_masks(block, &mut before));
+            let want = reference(&rest);
+            match (got, want) {
+                (Ok(got), Ok(want)) => {
+                    assert!(got <= want, "ran past {want} to {got} in {rest:?}");
+                    if want + 1 < rest.len() / BLOCK * BLOCK {
+                        assert_eq!(got, want, "{rest:?}");
+                    }
+                }
+                // An error the blocks did not reach is left to the narrow run.
+                (Ok(_), Err(_)) => {}
+                (got, want) => assert_eq!(got, want, "{rest:?}"),
+            }
         }
     }
 }
@@ -187,6 +205,98 @@ fn levels_agree_on_random_backslash_soup() {
             check_exact_in_blocks(wide, &rest);
         }
     }
+}
+
+/// Characters above ASCII, valid and not, at every offset around block boundaries: in ASCII
+/// text, and in text full of them (where the insert also cuts characters).
+#[test]
+fn every_level_checks_utf8_at_every_position() {
+    let inserts: &[&[u8]] = &[
+        "é".as_bytes(),
+        "東".as_bytes(),
+        "🙂".as_bytes(),
+        b"\xff",
+        b"\xc3",
+        b"\xe6\x9d",
+        b"\xf0\x9f\x99",
+        b"\x80",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xc0\xaf",
+        b"\xe0\x80\x80",
+        b"\xf0\x8f\xbf\xbf",
+        b"\xf5\x80\x80\x80",
+        "\\é".as_bytes(),
+        "é\"".as_bytes(),
+        b"\xc3\"",
+        b"\xe6\\n",
+    ];
+    let text = "naïve café, 東京の天気 🙂 ok\\n ".repeat(12);
+    for wide in Wide::all() {
+        for len in [63, 64, 65, 127, 128, 129, 200] {
+            for base in [filler(len, len as u64), text.as_bytes()[..len].to_vec()] {
+                for insert in inserts {
+                    for at in 0..len {
+                        let mut rest = base.clone();
+                        rest.splice(at..(at + insert.len()).min(len), insert.iter().copied());
+                        check(wide, &rest);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn levels_agree_on_random_utf8_soup() {
+    let mut x = 0x6A09_E667_F3BC_C909u64;
+    for wide in Wide::all() {
+        for one_in in [3, 12] {
+            for _ in 0..10_000 {
+                let len = 60 + (x % 200) as usize;
+                let rest = sparse_pieces(&mut x, len, &UTF8_PIECES, one_in);
+                check(wide, &rest);
+            }
+        }
+    }
+}
+
+/// Stops and escapes in ASCII.
+const ASCII_STOPS: [&[u8]; 8] = [b"\\", b"\\\\", b"\\n", b"\"", b"u", b"/", b"x", b" "];
+
+/// Characters above ASCII (mostly valid), with stops and escapes among them.
+const UTF8_PIECES: [&[u8]; 14] = [
+    "é".as_bytes(),
+    "東".as_bytes(),
+    "🙂".as_bytes(),
+    "é".as_bytes(),
+    "東".as_bytes(),
+    "🙂".as_bytes(),
+    b"\\n",
+    b"\"",
+    b"\xff",
+    b"\xe6\x9d",
+    b"\x80",
+    b"\xed\xa0\x80",
+    b"\x01",
+    b"\\",
+];
+
+/// About `len` bytes of `a`, with about one piece in `one_in` drawn from `pieces` instead
+/// (xorshift64 on `x`, so every run sees the same bytes).
+fn sparse_pieces(x: &mut u64, len: usize, pieces: &[&[u8]], one_in: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 4);
+    while out.len() < len {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        if x.is_multiple_of(one_in) {
+            out.extend_from_slice(pieces[(*x >> 8) as usize % pieces.len()]);
+        } else {
+            out.push(b'a');
+        }
+    }
+    out
 }
 
 /// `len` bytes of `a`, about one in `one_in` drawn from `alphabet` instead (xorshift64 on

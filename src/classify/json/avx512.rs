@@ -3,10 +3,10 @@
 //! ([`Avx512`]).
 
 use core::arch::x86_64::{
-    __m512i, _mm512_alignr_epi8, _mm512_and_si512, _mm512_cmpeq_epi8_mask, _mm512_cmpge_epu8_mask,
-    _mm512_cmple_epu8_mask, _mm512_loadu_si512, _mm512_permutex2var_epi64, _mm512_set_epi64,
-    _mm512_set1_epi8, _mm512_setzero_si512, _mm512_shuffle_epi8, _mm512_srli_epi16,
-    _mm512_test_epi8_mask,
+    __m512i, _mm512_add_epi8, _mm512_alignr_epi8, _mm512_and_si512, _mm512_cmpeq_epi8_mask,
+    _mm512_cmple_epu8_mask, _mm512_cmpneq_epi8_mask, _mm512_loadu_si512, _mm512_or_si512,
+    _mm512_permutex2var_epi64, _mm512_set_epi64, _mm512_set1_epi8, _mm512_setzero_si512,
+    _mm512_shuffle_epi8, _mm512_srli_epi16, _mm512_test_epi8_mask,
 };
 
 use super::Malformed;
@@ -39,12 +39,14 @@ impl Avx512 {
 
 #[target_feature(enable = "avx512f,avx512bw")]
 fn run(rest: &[u8]) -> Result<usize, Malformed> {
-    let mut before = Before::new();
+    // The block before, for the UTF-8 check (none before the first: content starts at a
+    // character's start).
+    let mut before = Nibbles::of(_mm512_setzero_si512());
     strings::skip_blocks(rest, |block| {
         let v = load(block);
         let nibbles = Nibbles::of(v);
         let mut m = masks(v, nibbles);
-        m.bad_utf8 = bad_utf8(v, nibbles, &mut before);
+        m.bad_utf8 = bad_utf8(nibbles, &mut before);
         m
     })
 }
@@ -87,64 +89,44 @@ fn masks(v: __m512i, nibbles: Nibbles) -> Masks {
     }
 }
 
-/// What the UTF-8 check keeps of the block before (none before the first: content starts
-/// at a character's start).
-struct Before {
-    /// Its bytes' nibbles.
-    nibbles: Nibbles,
-    /// Its leads of three bytes or more (`E0..`), and of four (`F0..`), one bit per byte.
-    third: u64,
-    fourth: u64,
-}
-
-impl Before {
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw")]
-    fn new() -> Before {
-        Before {
-            nibbles: Nibbles {
-                low: _mm512_setzero_si512(),
-                high: _mm512_setzero_si512(),
-            },
-            third: 0,
-            fourth: 0,
-        }
-    }
-}
-
 /// The bytes of `v` that the UTF-8 check flags (see `utf8.rs` for the tables and what each
 /// bit means). Checked on every block, ASCII or not: a branch on "any byte above ASCII"
 /// mispredicts on text that mixes scripts line by line, and costs more than it saves.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn bad_utf8(v: __m512i, nibbles: Nibbles, before: &mut Before) -> u64 {
-    // The nibbles of the byte before each byte: each 128-bit lane beside the lane before it
-    // (the last lane of the block before for the first), then shifted in by `alignr`.
-    let shift_in = |now: __m512i, then: __m512i| {
-        let lanes_before =
-            _mm512_permutex2var_epi64(then, _mm512_set_epi64(13, 12, 11, 10, 9, 8, 7, 6), now);
-        _mm512_alignr_epi8::<15>(now, lanes_before)
+fn bad_utf8(nibbles: Nibbles, before: &mut Nibbles) -> u64 {
+    // The nibbles of the bytes 1, 2 and 3 before each byte: each 128-bit lane beside the lane
+    // before it (the last lane of the block before for the first), then shifted in by
+    // `alignr`.
+    let lanes_before = |now: __m512i, then: __m512i| {
+        _mm512_permutex2var_epi64(then, _mm512_set_epi64(13, 12, 11, 10, 9, 8, 7, 6), now)
     };
-    let prev1_low = shift_in(nibbles.low, before.nibbles.low);
-    let prev1_high = shift_in(nibbles.high, before.nibbles.high);
+    let (low_before, high_before) = (
+        lanes_before(nibbles.low, before.low),
+        lanes_before(nibbles.high, before.high),
+    );
+    let prev1_low = _mm512_alignr_epi8::<15>(nibbles.low, low_before);
+    let prev1_high = _mm512_alignr_epi8::<15>(nibbles.high, high_before);
+    let prev2_high = _mm512_alignr_epi8::<14>(nibbles.high, high_before);
+    let prev3_high = _mm512_alignr_epi8::<13>(nibbles.high, high_before);
     let byte_1_high = _mm512_shuffle_epi8(table(utf8::BYTE_1_HIGH), prev1_high);
     let byte_1_low = _mm512_shuffle_epi8(table(utf8::BYTE_1_LOW), prev1_low);
     let byte_2_high = _mm512_shuffle_epi8(table(utf8::BYTE_2_HIGH), nibbles.high);
     let special = _mm512_and_si512(_mm512_and_si512(byte_1_high, byte_1_low), byte_2_high);
-    // The bytes that must be continuations as a character's third or fourth: found from the
-    // leads' bits two and three bytes back, in mask registers rather than by two more byte
-    // shifts across lanes.
-    let third = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(0xE0u8 as i8));
-    let fourth = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8(0xF0u8 as i8));
-    let must_continue = (third << 2 | before.third >> 62) | (fourth << 3 | before.fourth >> 61);
-    let two_conts = _mm512_test_epi8_mask(special, _mm512_set1_epi8(utf8::TWO_CONTS as i8));
-    let other = _mm512_test_epi8_mask(special, _mm512_set1_epi8(!utf8::TWO_CONTS as i8));
-    *before = Before {
-        nibbles,
-        third,
-        fourth,
-    };
-    other | (two_conts ^ must_continue)
+    // A third byte (a lead `E_`/`F_` two back) or a fourth (`F_` three back) must be a
+    // continuation: bit 7 (`TWO_CONTS`) is set for exactly those, by adding to the high
+    // nibbles (and the check is one compare, so that the verdict leaves the vector unit as
+    // one mask. The loop is bound by mask-to-register moves: with the leads kept as mask
+    // bits and shifted in registers (two more moves, and `shrd` on AMD), the 16 MiB text
+    // body ran at 18.5 GB/s; this way at 23.6, against 24.2 with no UTF-8 check at all.)
+    let third = _mm512_add_epi8(prev2_high, _mm512_set1_epi8((0x80 - 0x0E) as i8));
+    let fourth = _mm512_add_epi8(prev3_high, _mm512_set1_epi8((0x80 - 0x0F) as i8));
+    let must_continue = _mm512_and_si512(
+        _mm512_or_si512(third, fourth),
+        _mm512_set1_epi8(utf8::TWO_CONTS as i8),
+    );
+    *before = nibbles;
+    _mm512_cmpneq_epi8_mask(special, must_continue)
 }
 
 /// A 16-byte table in each 128-bit lane (`vpshufb` looks up within lanes).

@@ -33,7 +33,8 @@ pub const MAX_DEPTH: usize = 127;
 pub enum Malformed {
     /// A byte the grammar does not allow here.
     Syntax,
-    /// A string (or the document) is not valid UTF-8.
+    /// A string's content is not valid UTF-8. (A byte above ASCII anywhere else — between
+    /// tokens, after a backslash — is [`Malformed::Syntax`]: the grammar allows none there.)
     Utf8,
     /// A raw control character (U+0000–U+001F) inside a string.
     ControlCharacter,

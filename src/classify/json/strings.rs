@@ -7,9 +7,8 @@
 //! scalar path. The masks come from AVX-512BW or AVX2 (`avx512.rs`, `avx2.rs`, picked at run
 //! time); the bit arithmetic on them is here, shared by both.
 //!
-//! UTF-8 is validated in the same pass: a block that holds a byte above ASCII (or follows one
-//! that ended in one) is checked with lookups on its nibbles (`utf8.rs`), by the same vector
-//! level.
+//! UTF-8 is validated in the same pass: every block is checked with lookups on its nibbles
+//! (`utf8.rs`), by the same vector level.
 //!
 //! Only content that is validated and not captured comes here (captured strings are short
 //! and decode their escapes on the scalar path).

@@ -4,12 +4,11 @@
 //! Only string content may hold a byte above 0x7F: anywhere else the grammar allows none
 //! ([`Malformed::Syntax`]). So the document is valid UTF-8 exactly when every string's content
 //! is, and that is checked by whatever reads the content:
-//! - the 64-byte block pass (`strings.rs`) checks each block that holds a non-ASCII byte, or
-//!   follows one that ended in one, with the lookup algorithm of Keiser and Lemire
-//!   ("Validating UTF-8 in less than one instruction per byte", 2021): three nibble lookups
-//!   on each byte and the one before it flag every bad pair ([`BYTE_1_HIGH`],
-//!   [`BYTE_1_LOW`], [`BYTE_2_HIGH`]), and two saturating subtractions flag the third and
-//!   fourth bytes of a character that must be continuations;
+//! - the 64-byte block pass (`strings.rs`) checks every block with the lookup algorithm of
+//!   Keiser and Lemire ("Validating UTF-8 in less than one instruction per byte", 2021):
+//!   three nibble lookups on each byte and the one before it flag every bad pair
+//!   ([`BYTE_1_HIGH`], [`BYTE_1_LOW`], [`BYTE_2_HIGH`]), and the leads two and three bytes
+//!   back say which bytes must be continuations (a third or fourth byte);
 //! - the narrow runs (`string_run`) stop at a non-ASCII byte, and [`run`] checks the
 //!   characters from there one by one.
 //!

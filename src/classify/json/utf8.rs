@@ -4,7 +4,7 @@
 //! Only string content may hold a byte above 0x7F: anywhere else the grammar allows none
 //! ([`Malformed::Syntax`]). So the document is valid UTF-8 exactly when every string's content
 //! is, and that is checked by whatever reads the content:
-//! - the 64-byte block pass (`strings.rs`) checks every block with the lookup algorithm of
+//! - the 64-byte block pass (`strings.rs`) checks its blocks with the lookup algorithm of
 //!   Keiser and Lemire ("Validating UTF-8 in less than one instruction per byte", 2021):
 //!   three nibble lookups on each byte and the one before it flag every bad pair
 //!   ([`BYTE_1_HIGH`], [`BYTE_1_LOW`], [`BYTE_2_HIGH`]), and the leads two and three bytes

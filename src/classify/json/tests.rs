@@ -316,7 +316,8 @@ fn string_runs_stop_at_the_first_stop_byte() {
     for filler in [
         b'a', 0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xA2, 0xDC, 0xFF,
     ] {
-        for stop in [b'"', b'\\', 0x00, 0x0A, 0x1F] {
+        // Bytes above ASCII stop too (their characters are checked by `utf8::run`).
+        for stop in [b'"', b'\\', 0x00, 0x0A, 0x1F, 0x80, 0xC3, 0xFF] {
             for len in 0..80 {
                 for at in 0..=len {
                     let mut seg = vec![filler; len];

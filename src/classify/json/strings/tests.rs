@@ -247,6 +247,68 @@ fn every_level_checks_utf8_at_every_position() {
     }
 }
 
+/// Valid characters of every lead range — the first and last of each, two to four bytes —
+/// at every offset around block boundaries, alone, in runs and beside each other: no level
+/// may flag one. (A wrong threshold for "a lead two bytes back" passed every other test:
+/// their two-byte characters all had `C_` leads.)
+#[test]
+fn every_level_passes_every_kind_of_valid_character() {
+    let chars = [
+        '\u{80}',
+        '\u{7FF}',
+        'é',
+        'Ж',
+        'ש',
+        'ߐ',
+        '\u{800}',
+        '\u{FFF}',
+        '\u{1000}',
+        '東',
+        '\u{CFFF}',
+        '\u{D000}',
+        '\u{D7FF}',
+        '\u{E000}',
+        '\u{FFFD}',
+        '\u{FFFF}',
+        '\u{10000}',
+        '🙂',
+        '\u{3FFFF}',
+        '\u{40000}',
+        '\u{FFFFF}',
+        '\u{100000}',
+        '\u{10FFFF}',
+    ];
+    for wide in Wide::all() {
+        for c in chars {
+            let mut buf = [0u8; 4];
+            let c_bytes = c.encode_utf8(&mut buf).as_bytes();
+            for len in [64, 128, 131] {
+                for at in 0..len {
+                    // In ASCII text.
+                    let mut rest = filler(len, at as u64);
+                    rest.splice(at..at, c_bytes.iter().copied());
+                    check(wide, &rest);
+                    // A run of it, with one ASCII byte at `at`.
+                    let run: String = std::iter::repeat_n(c, len / c.len_utf8() + 1).collect();
+                    let mut rest = run.into_bytes();
+                    let at = at / c.len_utf8() * c.len_utf8();
+                    rest.insert(at, b'a');
+                    check(wide, &rest);
+                }
+            }
+            // Beside every other kind, both ways, across a block boundary.
+            for d in chars {
+                for at in 56..66 {
+                    let mut rest = filler(140, 7);
+                    let pair: String = [c, d, c].iter().collect();
+                    rest.splice(at..at, pair.bytes());
+                    check(wide, &rest);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn levels_agree_on_random_utf8_soup() {
     let mut x = 0x6A09_E667_F3BC_C909u64;

@@ -30,23 +30,31 @@ pub(super) enum Char {
     Bad,
 }
 
+/// What a lead byte says (RFC 3629 §4): the character's width, and the range its second
+/// byte must be in (no overlong forms, no surrogates, nothing past U+10FFFF); later bytes
+/// are any continuation. `None`: no character starts with this byte.
+#[inline]
+fn lead(byte: u8) -> Option<(usize, u8, u8)> {
+    match byte {
+        0xC2..=0xDF => Some((2, 0x80, 0xBF)),
+        0xE0 => Some((3, 0xA0, 0xBF)),
+        0xE1..=0xEC | 0xEE..=0xEF => Some((3, 0x80, 0xBF)),
+        0xED => Some((3, 0x80, 0x9F)),
+        0xF0 => Some((4, 0x90, 0xBF)),
+        0xF1..=0xF3 => Some((4, 0x80, 0xBF)),
+        0xF4 => Some((4, 0x80, 0x8F)),
+        _ => None,
+    }
+}
+
 /// The character `seg` starts with (its first byte is not ASCII).
 #[inline]
 pub(super) fn char_at(seg: &[u8]) -> Char {
-    let Some(&lead) = seg.first() else {
+    let Some(&first) = seg.first() else {
         return Char::Cut;
     };
-    // RFC 3629 §4: the second byte's range depends on the lead (no overlong forms, no
-    // surrogates, nothing past U+10FFFF); later bytes are any continuation.
-    let (width, low, high) = match lead {
-        0xC2..=0xDF => (2, 0x80, 0xBF),
-        0xE0 => (3, 0xA0, 0xBF),
-        0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
-        0xED => (3, 0x80, 0x9F),
-        0xF0 => (4, 0x90, 0xBF),
-        0xF1..=0xF3 => (4, 0x80, 0xBF),
-        0xF4 => (4, 0x80, 0x8F),
-        _ => return Char::Bad,
+    let Some((width, low, high)) = lead(first) else {
+        return Char::Bad;
     };
     let Some(&second) = seg.get(1) else {
         return Char::Cut;
@@ -84,13 +92,8 @@ pub(super) fn run(seg: &[u8]) -> Result<usize, Malformed> {
 
 /// The length of a character's lead byte says: 1 for anything that is not a lead (which
 /// then fails validation).
-pub(super) fn width(lead: u8) -> usize {
-    match lead {
-        0xC2..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF4 => 4,
-        _ => 1,
-    }
+pub(super) fn width(byte: u8) -> usize {
+    lead(byte).map_or(1, |(width, _, _)| width)
 }
 
 /// The length of `chunk` without a character cut at its end: the start of a final sequence

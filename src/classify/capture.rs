@@ -106,44 +106,7 @@ pub struct ToolEntry {
     pub idempotent: Kind,
 }
 
-/// Keys the scanner recognises on the paths it follows. Everything else is `Other`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Key {
-    #[default]
-    Other,
-    Jsonrpc,
-    Id,
-    Method,
-    Result,
-    Error,
-    Params,
-    ResultType,
-    IsError,
-    Content,
-    Task,
-    InputRequests,
-    RequestState,
-    Code,
-    Message,
-    Name,
-    Meta,
-    ProtocolVersion,
-    ClientCapabilities,
-    Extensions,
-    TasksExtension,
-    ClientInfo,
-    ClientInfoMeta,
-    Version,
-    ProtocolVersionParam,
-    Tools,
-    Annotations,
-    ReadOnlyHint,
-    IdempotentHint,
-    /// Not a key: an element of an array whose elements are followed (`result.tools`).
-    Element,
-}
-
-/// Where a value inside an envelope goes, given the keys on its path.
+/// Where a value inside an envelope goes, given the keys on its path (see [`child`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
     Jsonrpc,
@@ -593,106 +556,69 @@ pub(crate) fn captures(slot: Slot) -> bool {
     )
 }
 
-// === impl Key ===
-
-impl Key {
-    pub(crate) fn from_bytes(key: &[u8]) -> Key {
-        match key {
-            b"jsonrpc" => Key::Jsonrpc,
-            b"id" => Key::Id,
-            b"method" => Key::Method,
-            b"result" => Key::Result,
-            b"error" => Key::Error,
-            b"params" => Key::Params,
-            b"resultType" => Key::ResultType,
-            b"isError" => Key::IsError,
-            b"content" => Key::Content,
-            b"task" => Key::Task,
-            b"inputRequests" => Key::InputRequests,
-            b"requestState" => Key::RequestState,
-            b"code" => Key::Code,
-            b"message" => Key::Message,
-            b"name" => Key::Name,
-            b"_meta" => Key::Meta,
-            b"io.modelcontextprotocol/protocolVersion" => Key::ProtocolVersion,
-            b"io.modelcontextprotocol/clientCapabilities" => Key::ClientCapabilities,
-            b"extensions" => Key::Extensions,
-            b"io.modelcontextprotocol/tasks" => Key::TasksExtension,
-            b"clientInfo" => Key::ClientInfo,
-            b"io.modelcontextprotocol/clientInfo" => Key::ClientInfoMeta,
-            b"version" => Key::Version,
-            b"protocolVersion" => Key::ProtocolVersionParam,
-            b"tools" => Key::Tools,
-            b"annotations" => Key::Annotations,
-            b"readOnlyHint" => Key::ReadOnlyHint,
-            b"idempotentHint" => Key::IdempotentHint,
-            _ => Key::Other,
+/// The slot of a member with this key in a followed object whose own slot is `parent`
+/// (`None`: the envelope itself). `None`: the member is of no interest, and nothing inside it
+/// is either.
+///
+/// One step at a time, so that the scanner decides a value's slot when its key is read and
+/// keeps one slot per open level, rather than the whole path matched again at every value.
+/// The paths followed:
+/// - the envelope (JSON-RPC 2.0): `jsonrpc`, `id`, `method`, `result`, `error`, `params`;
+/// - `result`: `resultType`, `isError`, `content`; `task` (2025-11-25 `CreateTaskResult`);
+///   `inputRequests`, `requestState` (2026-07-28 MRTR); `tools` (tools/list, every revision),
+///   whose elements are [`element`]s;
+/// - `error`: `code`, `message`;
+/// - `params`: `name` (the tool of a tools/call), `task` (2025-11-25), `clientInfo` and
+///   `protocolVersion` (initialize, ≤ 2025-11-25), `_meta`;
+/// - `params._meta` (2026-07-28): `io.modelcontextprotocol/protocolVersion`,
+///   `io.modelcontextprotocol/clientInfo`, and
+///   `io.modelcontextprotocol/clientCapabilities.extensions["io.modelcontextprotocol/tasks"]`;
+/// - a client's info, either place: `name`, `version`;
+/// - a `tools` entry: `name`, `annotations.readOnlyHint`, `annotations.idempotentHint`
+///   (2025-06-18 server/tools §ToolAnnotations).
+pub(crate) fn child(parent: Option<Slot>, key: &[u8]) -> Option<Slot> {
+    use Slot as S;
+    Some(match (parent, key) {
+        (None, b"jsonrpc") => S::Jsonrpc,
+        (None, b"id") => S::Id,
+        (None, b"method") => S::Method,
+        (None, b"result") => S::Result,
+        (None, b"error") => S::Error,
+        (None, b"params") => S::Params,
+        (Some(S::Result), b"resultType") => S::ResultType,
+        (Some(S::Result), b"isError") => S::IsError,
+        (Some(S::Result), b"content") => S::Content,
+        (Some(S::Result), b"task") => S::ResultTask,
+        (Some(S::Result), b"inputRequests") => S::InputRequests,
+        (Some(S::Result), b"requestState") => S::RequestState,
+        (Some(S::Result), b"tools") => S::Tools,
+        (Some(S::Error), b"code") => S::Code,
+        (Some(S::Error), b"message") => S::Message,
+        (Some(S::Params), b"name") => S::ToolName,
+        (Some(S::Params), b"task") => S::ParamsTask,
+        (Some(S::Params), b"_meta") => S::Meta,
+        (Some(S::Params), b"clientInfo") => S::ClientInfo,
+        (Some(S::Params), b"protocolVersion") => S::ProtocolVersion,
+        (Some(S::Meta), b"io.modelcontextprotocol/protocolVersion") => S::ProtocolVersion,
+        (Some(S::Meta), b"io.modelcontextprotocol/clientInfo") => S::ClientInfo,
+        (Some(S::Meta), b"io.modelcontextprotocol/clientCapabilities") => {
+            S::ClientCapabilities
         }
-    }
-}
-
-/// The slot of a value whose path below the envelope is `path` (one key per level).
-/// `None`: the value is of no interest, and nothing below it is either.
-pub(crate) fn slot_for(path: &[Key]) -> Option<Slot> {
-    use Key as K;
-    Some(match path {
-        [K::Jsonrpc] => Slot::Jsonrpc,
-        [K::Id] => Slot::Id,
-        [K::Method] => Slot::Method,
-        [K::Result] => Slot::Result,
-        [K::Error] => Slot::Error,
-        [K::Params] => Slot::Params,
-        [K::Result, K::ResultType] => Slot::ResultType,
-        [K::Result, K::IsError] => Slot::IsError,
-        [K::Result, K::Content] => Slot::Content,
-        [K::Result, K::Task] => Slot::ResultTask,
-        [K::Result, K::InputRequests] => Slot::InputRequests,
-        [K::Result, K::RequestState] => Slot::RequestState,
-        [K::Error, K::Code] => Slot::Code,
-        [K::Error, K::Message] => Slot::Message,
-        [K::Params, K::Name] => Slot::ToolName,
-        [K::Params, K::Task] => Slot::ParamsTask,
-        [K::Params, K::Meta] => Slot::Meta,
-        [K::Params, K::Meta, K::ProtocolVersion] => Slot::ProtocolVersion,
-        [K::Params, K::Meta, K::ClientCapabilities] => Slot::ClientCapabilities,
-        [K::Params, K::Meta, K::ClientCapabilities, K::Extensions] => Slot::Extensions,
-        [
-            K::Params,
-            K::Meta,
-            K::ClientCapabilities,
-            K::Extensions,
-            K::TasksExtension,
-        ] => Slot::TasksExtension,
-        // initialize (≤2025-11-25) names the client and the version it asks for in params.
-        [K::Params, K::ClientInfo] => Slot::ClientInfo,
-        [K::Params, K::ClientInfo, K::Name] => Slot::ClientName,
-        [K::Params, K::ClientInfo, K::Version] => Slot::ClientVersion,
-        [K::Params, K::ProtocolVersionParam] => Slot::ProtocolVersion,
-        // 2026-07-28 carries the client in every request's _meta.
-        [K::Params, K::Meta, K::ClientInfoMeta] => Slot::ClientInfo,
-        [K::Params, K::Meta, K::ClientInfoMeta, K::Name] => Slot::ClientName,
-        [K::Params, K::Meta, K::ClientInfoMeta, K::Version] => Slot::ClientVersion,
-        // tools/list (every revision): learn each tool's annotations, as a stream of entries.
-        [K::Result, K::Tools] => Slot::Tools,
-        [K::Result, K::Tools, K::Element] => Slot::ToolEntry,
-        [K::Result, K::Tools, K::Element, K::Name] => Slot::ToolEntryName,
-        [K::Result, K::Tools, K::Element, K::Annotations] => Slot::ToolAnnotations,
-        [
-            K::Result,
-            K::Tools,
-            K::Element,
-            K::Annotations,
-            K::ReadOnlyHint,
-        ] => Slot::ReadOnlyHint,
-        [
-            K::Result,
-            K::Tools,
-            K::Element,
-            K::Annotations,
-            K::IdempotentHint,
-        ] => Slot::IdempotentHint,
+        (Some(S::ClientCapabilities), b"extensions") => S::Extensions,
+        (Some(S::Extensions), b"io.modelcontextprotocol/tasks") => S::TasksExtension,
+        (Some(S::ClientInfo), b"name") => S::ClientName,
+        (Some(S::ClientInfo), b"version") => S::ClientVersion,
+        (Some(S::ToolEntry), b"name") => S::ToolEntryName,
+        (Some(S::ToolEntry), b"annotations") => S::ToolAnnotations,
+        (Some(S::ToolAnnotations), b"readOnlyHint") => S::ReadOnlyHint,
+        (Some(S::ToolAnnotations), b"idempotentHint") => S::IdempotentHint,
         _ => return None,
     })
+}
+
+/// The slot of each element of a followed array in this slot (only `result.tools` is one).
+pub(crate) fn element(array: Slot) -> Option<Slot> {
+    (array == Slot::Tools).then_some(Slot::ToolEntry)
 }
 
 /// Whether the keys of an object at this slot are worth capturing (the object leads to a slot).

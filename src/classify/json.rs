@@ -15,7 +15,7 @@
 //!
 //! A top-level array is a batch (2025-03-26): each element is one message.
 
-use super::capture::{self, Envelope, Key, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS, ToolEntry};
+use super::capture::{self, Envelope, Kind, MAX_KEY_BYTES, Slot, TRACKED_LEVELS, ToolEntry};
 use strings::Wide;
 
 /// Turns of the general scan loop inside an untracked container before `json/quiet.rs`
@@ -178,13 +178,13 @@ pub struct JsonScanner {
     env_level: usize,
     messages: u32,
     envelope: Envelope,
-    /// Keys on the path below the envelope, one per level.
-    path: [Key; TRACKED_LEVELS],
-    /// Whether the keys of the object open at each level below the envelope matter.
-    keys_live: [bool; TRACKED_LEVELS],
+    /// The slot of the followed container open at each level below the envelope (`None` at
+    /// level 0: the envelope itself). Every container open outside an untracked one is
+    /// followed: one that is not becomes the untracked one (`quiet`).
+    parents: [Option<Slot>; TRACKED_LEVELS],
+    /// The slot of the value after the key just read in a followed object (`capture::child`).
+    next_slot: Option<Slot>,
     dest: Dest,
-    /// The level (below the envelope) whose array elements are followed: `result.tools[i]`.
-    elements_at: Option<usize>,
     /// Scanning a response: `params` (what a request carries) is not followed.
     responses: bool,
     /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
@@ -235,10 +235,9 @@ impl JsonScanner {
             env_level: 1,
             messages: 0,
             envelope: Envelope::new(),
-            path: [Key::Other; TRACKED_LEVELS],
-            keys_live: [false; TRACKED_LEVELS],
+            parents: [None; TRACKED_LEVELS],
+            next_slot: None,
             dest: Dest::None,
-            elements_at: None,
             responses,
             quiet: usize::MAX,
             quiet_tokens: 0,
@@ -292,7 +291,7 @@ impl JsonScanner {
         self.env_level = 1;
         self.messages = 0;
         self.dest = Dest::None;
-        self.elements_at = None;
+        self.next_slot = None;
         self.quiet = usize::MAX;
         self.in_key = false;
         self.utf8_len = 0;
@@ -550,21 +549,18 @@ impl JsonScanner {
         Ok(j + 1)
     }
 
-    /// A whole key outside untracked containers: the path step, when this level's keys are
-    /// followed.
+    /// A whole key outside untracked containers: the slot of the value it names.
     #[inline(never)]
     fn key_named(&mut self, key: &[u8]) {
-        if !self.keys_live_here() {
-            return;
-        }
-        let rel = self.depth - self.env_level;
-        if let Some(step) = self.path.get_mut(rel) {
-            *step = if key.len() > MAX_KEY_BYTES {
-                Key::Other
-            } else {
-                Key::from_bytes(key)
-            };
-        }
+        self.next_slot = capture::child(self.parent_here(), key);
+    }
+
+    /// The slot of the followed object open at the current depth (`None`: the envelope, or
+    /// none at all).
+    #[inline(always)]
+    fn parent_here(&self) -> Option<Slot> {
+        let rel = self.depth.wrapping_sub(self.env_level);
+        self.parents.get(rel).copied().flatten()
     }
 
     /// A key cut by the chunk's end or holding escapes: through the string states.
@@ -578,23 +574,14 @@ impl JsonScanner {
         self.key_len = 0;
         self.key_overflow = false;
         self.in_key = true;
-        self.dest = if self.keys_live_here() {
+        // Outside untracked containers every open object is followed: its keys matter.
+        self.dest = if self.depth < self.quiet {
             Dest::Key
         } else {
             Dest::None
         };
         self.state = State::Str;
         self.string(chunk, i, sink)
-    }
-
-    /// Whether the keys of the object open at the current depth are followed.
-    #[inline]
-    fn keys_live_here(&self) -> bool {
-        if self.depth >= self.quiet || self.depth < self.env_level {
-            return false;
-        }
-        let rel = self.depth - self.env_level;
-        rel < TRACKED_LEVELS && self.keys_live[rel]
     }
 
     /// Inside a string from `i`: plain runs, short escapes and the closing quote, until the
@@ -803,85 +790,100 @@ impl JsonScanner {
         self.begin_tracked(b)
     }
 
-    /// [`Self::begin_value`] where values may be captured: the path bookkeeping.
+    /// [`Self::begin_value`] outside untracked containers: the value's slot, decided when
+    /// its key was read (an element's, by its array).
     #[inline(never)]
     fn begin_tracked(&mut self, b: u8) -> Result<(), Malformed> {
-        let kind = match b {
-            b'{' => Kind::Object,
-            b'[' => Kind::Array,
-            b'"' => Kind::String,
-            b'-' | b'0'..=b'9' => Kind::Number,
-            b't' => Kind::True,
-            b'f' => Kind::False,
-            b'n' => Kind::Null,
-            _ => return Err(Malformed::Syntax),
+        if self.depth < self.env_level {
+            return self.begin_message_value(b);
+        }
+        let slot = if self.in_object {
+            self.next_slot
+        } else {
+            // Outside untracked containers, an array below the envelope is a followed one.
+            self.parent_here().and_then(capture::element)
         };
-        self.started = true;
-        let mut slot = None;
-        if self.depth == 0 {
-            // The document itself: a message, or a batch of them.
-            self.batch = kind == Kind::Array;
-            self.env_level = if self.batch { 2 } else { 1 };
-            if !self.batch {
-                self.begin_message(kind);
+        let Some(slot) = slot else {
+            // A value of no interest in a followed object: grammar only, and a container is
+            // validated without bookkeeping.
+            self.begin_quiet(b)?;
+            if matches!(b, b'{' | b'[') {
+                self.quiet = self.depth;
+                self.quiet_tokens = 0;
             }
-        } else if self.batch && self.depth == 1 {
-            self.begin_message(kind);
-        } else if self.depth >= self.env_level {
-            let rel = self.depth - self.env_level;
-            let followed = if self.top_is_object() {
-                rel < TRACKED_LEVELS && self.keys_live[rel]
-            } else if self.elements_at == Some(rel) {
-                // An element of a followed array: its path step is the element itself.
-                self.path[rel] = Key::Element;
-                true
-            } else {
-                false
-            };
-            if followed {
-                slot = capture::slot_for(&self.path[..=rel]);
-                if let Some(slot) = slot {
-                    self.envelope.begin(slot, kind);
-                    if slot == Slot::Tools && kind == Kind::Array && rel + 1 < TRACKED_LEVELS {
-                        self.elements_at = Some(rel + 1);
+            return Ok(());
+        };
+        let kind = kind_of(b)?;
+        self.envelope.begin(slot, kind);
+        match b {
+            b'{' | b'[' => {
+                self.dest = Dest::None;
+                let object = b == b'{';
+                self.state = self.push(object)?;
+                let followed = if object {
+                    self.keys_matter(slot)
+                } else {
+                    capture::element(slot).is_some()
+                };
+                self.follow(followed.then_some(Some(slot)));
+            }
+            _ => {
+                self.state = scalar_state(b);
+                if capture::captures(slot) {
+                    self.dest = Dest::Slot(slot);
+                    if kind == Kind::Number {
+                        self.envelope.push(slot, &[b]);
                     }
+                } else {
+                    self.dest = Dest::None;
                 }
             }
         }
-        self.dest = match slot {
-            Some(slot) if capture::captures(slot) => Dest::Slot(slot),
-            _ => Dest::None,
-        };
+        Ok(())
+    }
+
+    /// The document's value, or a batch's element: a message begins.
+    #[cold]
+    fn begin_message_value(&mut self, b: u8) -> Result<(), Malformed> {
+        let kind = kind_of(b)?;
+        self.started = true;
+        if self.depth == 0 {
+            self.batch = kind == Kind::Array;
+            self.env_level = if self.batch { 2 } else { 1 };
+        }
+        if !(self.depth == 0 && self.batch) {
+            self.envelope.reset();
+            self.envelope.shape = kind;
+        }
+        self.dest = Dest::None;
         match b {
             b'{' | b'[' => {
                 let object = b == b'{';
-                let next = self.push(object)?;
-                if self.depth >= self.env_level {
-                    let rel = self.depth - self.env_level;
-                    let followed = if object {
-                        let live = rel < TRACKED_LEVELS
-                            && (rel == 0 || slot.is_some_and(|s| self.keys_matter(s)));
-                        if rel < TRACKED_LEVELS {
-                            self.keys_live[rel] = live;
-                        }
-                        live
-                    } else {
-                        self.elements_at == Some(rel)
-                    };
-                    if !followed {
-                        // Nothing inside can be captured: validate only.
-                        self.quiet = self.depth;
-                        self.quiet_tokens = 0;
-                    }
+                self.state = self.push(object)?;
+                if self.depth == self.env_level {
+                    // The message's own container: an object's members are the envelope.
+                    self.follow(object.then_some(None));
                 }
-                self.state = next;
             }
             _ => self.state = scalar_state(b),
         }
-        if let (Dest::Slot(slot), Kind::Number) = (self.dest, kind) {
-            self.envelope.push(slot, &[b]);
-        }
         Ok(())
+    }
+
+    /// The container just opened at the current depth is followed, with this slot
+    /// (`Some(None)`: the envelope), or (`None`) not: then it is the untracked one, and
+    /// nothing inside is followed.
+    #[inline(always)]
+    fn follow(&mut self, slot: Option<Option<Slot>>) {
+        let rel = self.depth - self.env_level;
+        match (slot, self.parents.get_mut(rel)) {
+            (Some(slot), Some(parent)) => *parent = slot,
+            // Not followed, or deeper than any followed path.
+            _ => {
+                self.quiet = self.depth;
+                self.quiet_tokens = 0;
+            }
+        }
     }
 
     /// Whether the keys of an object in this slot are followed.
@@ -923,33 +925,21 @@ impl JsonScanner {
         })
     }
 
-    fn begin_message(&mut self, kind: Kind) {
-        self.elements_at = None;
-        self.envelope.reset();
-        self.envelope.shape = kind;
-    }
-
     fn close<S: MessageSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), Malformed> {
-        let was_object = self.in_object;
-        self.depth -= 1;
-        self.in_object = self.stack_says_object();
-        if self.depth >= self.quiet {
+        if self.depth > self.quiet {
             // Still inside an untracked container.
+            self.depth -= 1;
+            self.in_object = self.stack_says_object();
             self.state = State::AfterValue;
             return Ok(());
         }
-        self.quiet = usize::MAX;
-        if let Some(at) = self.elements_at
-            && self.depth >= self.env_level
-        {
-            let rel = self.depth - self.env_level;
-            if was_object && rel == at {
-                // A followed array's element object closed: one tool entry is complete.
-                sink.tool_entry(&self.envelope.tool_entry);
-            } else if !was_object && rel + 1 == at {
-                self.elements_at = None;
-            }
+        if self.depth < self.quiet && self.parent_here() == Some(Slot::ToolEntry) {
+            // A followed `tools` element closed: one tool entry is complete.
+            sink.tool_entry(&self.envelope.tool_entry);
         }
+        self.depth -= 1;
+        self.in_object = self.stack_says_object();
+        self.quiet = usize::MAX;
         self.end_value(sink);
         Ok(())
     }
@@ -993,14 +983,11 @@ impl JsonScanner {
         }
         self.in_key = false;
         if self.dest == Dest::Key {
-            let rel = self.depth - self.env_level;
-            if let Some(key) = self.path.get_mut(rel) {
-                *key = if self.key_overflow {
-                    Key::Other
-                } else {
-                    Key::from_bytes(&self.key[..self.key_len])
-                };
-            }
+            self.next_slot = if self.key_overflow {
+                None
+            } else {
+                capture::child(self.parent_here(), &self.key[..self.key_len])
+            };
         }
         self.dest = Dest::None;
         self.state = State::Colon;
@@ -1069,6 +1056,21 @@ fn tail_matches<const N: usize>(chunk: &[u8], i: usize, want: &[u8; N]) -> Optio
 
 fn literal(word: Word) -> State {
     State::Literal { word, pos: 1 }
+}
+
+/// The JSON type of the value whose first byte is `b`.
+#[inline(always)]
+fn kind_of(b: u8) -> Result<Kind, Malformed> {
+    Ok(match b {
+        b'{' => Kind::Object,
+        b'[' => Kind::Array,
+        b'"' => Kind::String,
+        b'-' | b'0'..=b'9' => Kind::Number,
+        b't' => Kind::True,
+        b'f' => Kind::False,
+        b'n' => Kind::Null,
+        _ => return Err(Malformed::Syntax),
+    })
 }
 
 /// The state after the first byte of a string, number or literal (a byte the caller

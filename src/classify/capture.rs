@@ -538,22 +538,26 @@ impl Default for Envelope {
     }
 }
 
-/// Whether a slot's string or number value is copied (others only record their kind).
-pub(crate) fn captures(slot: Slot) -> bool {
-    matches!(
-        slot,
-        Slot::Jsonrpc
+impl Envelope {
+    /// Whether this envelope keeps a slot's string or number text (others only record their
+    /// kind). The texts only requests carry are kept by a request scanner's envelope alone: a
+    /// response scanner does not even copy a notification's `method` it would throw away.
+    pub(crate) fn keeps(&self, slot: Slot) -> bool {
+        match slot {
+            Slot::Jsonrpc
             | Slot::Id
-            | Slot::Method
             | Slot::ResultType
             | Slot::Code
             | Slot::Message
+            | Slot::ToolEntryName => true,
+            Slot::Method
             | Slot::ToolName
             | Slot::ProtocolVersion
             | Slot::ClientName
-            | Slot::ClientVersion
-            | Slot::ToolEntryName
-    )
+            | Slot::ClientVersion => self.request_only.is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// The slot of a member with this key in a followed object whose own slot is `parent`

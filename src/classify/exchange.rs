@@ -48,8 +48,10 @@ pub struct Verdict {
     pub error_code: Option<i64>,
     /// Length of `error.message` (its text is never kept by default).
     pub error_message_len: Option<usize>,
-    /// The first bytes of `error.message`, logged only when the operator asks for it.
-    pub error_message: Option<Captured<MAX_NAME_BYTES>>,
+    /// The first bytes of `error.message`, logged only when the operator asks for it. Boxed:
+    /// only error responses carry one, and a verdict is moved a few times per call (inline,
+    /// its 150 bytes were copied with every success too).
+    pub error_message: Option<Box<Captured<MAX_NAME_BYTES>>>,
     pub result_type: Option<Captured<MAX_SHORT_BYTES>>,
 }
 
@@ -79,11 +81,19 @@ struct CallState {
     reported: bool,
 }
 
+/// One [`CallState`] per request, the first inline: almost every POST carries one request,
+/// and its exchange then allocates nothing here (a `Vec` was a malloc and a free per call).
+struct Calls {
+    first: CallState,
+    rest: Vec<CallState>,
+    len: usize,
+}
+
 /// The resolutions [`Exchange::end`] hands out: the index of each request not yet reported,
 /// the request, and where it stands ([`Resolutions::next_resolution`]).
 pub struct Resolutions {
     requests: Vec<Request>,
-    calls: Vec<CallState>,
+    calls: Calls,
     /// The next index to look at.
     next: usize,
     last_event_id: Option<Box<Captured<MAX_EVENT_ID>>>,
@@ -102,9 +112,9 @@ pub struct ToolHint {
 
 /// Matches response messages to the calls; the scanners' sink.
 struct Correlator {
-    /// One state per request, in the same order.
     requests: Vec<Request>,
-    calls: Vec<CallState>,
+    /// One state per request, in the same order.
+    calls: Calls,
     request_batch: bool,
     sse: bool,
     /// Tool hints seen, when asked for ([`Exchange::learn_tools`]).
@@ -170,15 +180,53 @@ impl Verdict {
             error_message_len: (env.error_message.kind == Kind::String)
                 .then(|| env.error_message.total_len()),
             error_message: (env.error_message.kind == Kind::String)
-                .then(|| env.error_message.clone()),
+                .then(|| Box::new(env.error_message.clone())),
             result_type: (env.result_type.kind == Kind::String).then(|| env.result_type.clone()),
         }
+    }
+}
+
+// === impl Calls ===
+
+impl Calls {
+    fn new(len: usize) -> Calls {
+        Calls {
+            first: CallState::OPEN,
+            rest: (1..len).map(|_| CallState::OPEN).collect(),
+            len,
+        }
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut CallState> {
+        match i {
+            _ if i >= self.len => None,
+            0 => Some(&mut self.first),
+            _ => self.rest.get_mut(i - 1),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &CallState> {
+        std::iter::once(&self.first)
+            .chain(&self.rest)
+            .take(self.len)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut CallState> {
+        std::iter::once(&mut self.first)
+            .chain(&mut self.rest)
+            .take(self.len)
     }
 }
 
 // === impl CallState ===
 
 impl CallState {
+    const OPEN: CallState = CallState {
+        verdict: None,
+        tentative: false,
+        reported: false,
+    };
+
     fn final_verdict(&self) -> Option<&Verdict> {
         self.verdict.as_ref().filter(|_| !self.tentative)
     }
@@ -265,7 +313,7 @@ impl Correlator {
                 self.settle_open(Outcome::InvalidEnvelope);
             }
             Ok(_) => {
-                for call in &mut self.calls {
+                for call in self.calls.iter_mut() {
                     call.tentative = false;
                 }
             }
@@ -275,14 +323,14 @@ impl Correlator {
 
     /// Drops what the current document said (it was not JSON-RPC after all).
     fn discard_tentative(&mut self) {
-        for call in &mut self.calls {
+        for call in self.calls.iter_mut() {
             call.discard_tentative();
         }
     }
 
     /// Gives every request without a final verdict this outcome.
     fn settle_open(&mut self, outcome: Outcome) {
-        for call in &mut self.calls {
+        for call in self.calls.iter_mut() {
             call.discard_tentative();
             if call.verdict.is_none() {
                 call.verdict = Some(Verdict::of(outcome));
@@ -355,14 +403,7 @@ impl SseSink for Correlator {
 impl Exchange {
     /// An exchange for the requests of one POST body. `batch`: the body was an array.
     pub fn new(requests: Vec<Request>, batch: bool) -> Exchange {
-        let calls = requests
-            .iter()
-            .map(|_| CallState {
-                verdict: None,
-                tentative: false,
-                reported: false,
-            })
-            .collect();
+        let calls = Calls::new(requests.len());
         Exchange {
             correlator: Correlator {
                 requests,
@@ -446,7 +487,7 @@ impl Exchange {
     /// `f` gets the request's index (its order in the POST body), the request and its verdict.
     pub fn drain_settled(&mut self, mut f: impl FnMut(usize, &Request, &Verdict)) {
         let c = &mut self.correlator;
-        for (i, (request, call)) in c.requests.iter().zip(&mut c.calls).enumerate() {
+        for (i, (request, call)) in c.requests.iter().zip(c.calls.iter_mut()).enumerate() {
             if call.reported {
                 continue;
             }
@@ -482,7 +523,7 @@ impl Exchange {
             last_event_id = framer.last_event_id().map(|id| Box::new(id.clone()));
         }
         let requests = std::mem::take(&mut self.correlator.requests);
-        let calls = std::mem::take(&mut self.correlator.calls);
+        let calls = std::mem::replace(&mut self.correlator.calls, Calls::new(0));
         Resolutions {
             requests,
             calls,

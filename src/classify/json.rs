@@ -829,7 +829,7 @@ impl JsonScanner {
             }
             _ => {
                 self.state = scalar_state(b);
-                if capture::captures(slot) {
+                if self.envelope.keeps(slot) {
                     self.dest = Dest::Slot(slot);
                     if kind == Kind::Number {
                         self.envelope.push(slot, &[b]);

@@ -522,3 +522,38 @@ fn request_inspector_cut_short_keeps_a_lone_request() {
     assert_eq!(found.requests.len(), 1);
     assert_eq!(found.requests[0].tool.text(), Some("up"));
 }
+
+/// An exchange's scanner goes back to the thread's spare however its body ended, and the next
+/// exchange on the thread gets it reset (`spare.rs`): nothing of the cut document carries over.
+#[test]
+fn a_spare_scanner_left_mid_document_starts_the_next_exchange_fresh() {
+    let left_mid = [
+        // Inside a captured string, with a cut character held back.
+        &br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"inp"#[..],
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"text\":\"caf\u{e9}".as_bytes(),
+        &"{\"a\":\"\u{e9}".as_bytes()[..7],
+        // Deep in an untracked container, inside a `\u` escape, in a batch, and failed.
+        br#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"a":[[[{"b":"#,
+        br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"\ud83"#,
+        br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"isError":tru"#,
+        br#"{"jsonrpc":"1.0",,"#,
+    ];
+    for body in left_mid {
+        for end in [BodyEnd::AgentGone, BodyEnd::UpstreamError] {
+            let (reqs, batch) = requests(CALL);
+            let mut ex = Exchange::new(reqs, batch);
+            ex.response_head(200, ContentKind::Json);
+            ex.data(body);
+            drop(ex.end(end));
+            drop(ex);
+            let good = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#;
+            assert_eq!(
+                one(CALL, 200, JSON, good),
+                Outcome::ToolError,
+                "after {}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}

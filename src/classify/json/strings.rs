@@ -188,19 +188,26 @@ impl Wide {
     /// Short escapes and characters before it are valid; `Err` when one is not UTF-8.
     #[inline(always)]
     pub(super) fn skip(self, rest: &[u8]) -> Result<usize, Malformed> {
-        // Most strings are short (names, types, enum values): when the first 16 bytes hold
-        // the closing quote, the narrow run finds it for less than one wide block costs.
+        // Most strings are short (names, types, enum values, a notification's method): when
+        // the first 32 bytes hold the closing quote, the narrow run finds it for less than
+        // one wide block costs. (16 bytes sent `notifications/progress` to the blocks: SSE
+        // progress events cost 3 % more instructions.)
         const HEAD: usize = 16;
         if rest.len() < BLOCK || matches!(self, Wide::Narrow) {
             return Ok(super::string_run(rest));
         }
-        let Ok(first) = <&[u8; HEAD]>::try_from(&rest[..HEAD]) else {
-            return Ok(super::string_run(rest));
-        };
-        let head = super::head_run(first);
-        // A backslash or a character above ASCII: text goes on, and the blocks take both.
-        if head < HEAD && (rest[head] == b'"' || rest[head] < 0x20) {
-            return Ok(head);
+        for from in [0, HEAD] {
+            let Ok(head) = <&[u8; HEAD]>::try_from(&rest[from..from + HEAD]) else {
+                return Ok(super::string_run(rest));
+            };
+            let k = from + super::head_run(head);
+            // A backslash or a character above ASCII: text goes on, and the blocks take both.
+            if k < from + HEAD {
+                if rest[k] == b'"' || rest[k] < 0x20 {
+                    return Ok(k);
+                }
+                break;
+            }
         }
         match self {
             #[cfg(target_arch = "x86_64")]

@@ -1214,6 +1214,22 @@ pub(crate) fn string_run(seg: &[u8]) -> usize {
     }
 }
 
+/// Where the first LF or CR in `seg` is: the end of an SSE line (`sse.rs`), searched with
+/// the same 16-byte compares as [`string_run`]. A `data` line is a whole JSON-RPC message of
+/// a few hundred bytes: a `memchr2` call spent more on its dispatch and set-up than on the
+/// search (~110 instructions per progress event, 5 % of its cost).
+#[inline]
+pub(crate) fn line_break(seg: &[u8]) -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        sse2::line_break(seg)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        memchr::memchr2(b'\n', b'\r', seg)
+    }
+}
+
 /// [`string_run`] for a key: keys are short, so when the first 16 bytes hold the stop, one
 /// inline compare finds it (no call, no loop set up).
 #[inline(always)]

@@ -1,5 +1,6 @@
-//! [`string_run`](super::string_run) with SSE2 compares: 16 bytes per compare, the exact
-//! position from a byte mask. SSE2 is part of the x86-64 baseline, so this needs no runtime
+//! [`string_run`](super::string_run), and the SSE framer's search for a line's end
+//! ([`super::line_break`]), with SSE2 compares: 16 bytes per compare, the exact position from
+//! a byte mask. SSE2 is part of the x86-64 baseline, so this needs no runtime
 //! feature detection; the compiler would not produce `pmovmskb` from portable code on its own
 //! (it widens and shifts instead, several times slower).
 
@@ -51,6 +52,40 @@ fn run(seg: &[u8]) -> usize {
         base += 16;
     }
     base + super::word_run(blocks.remainder())
+}
+
+/// See [`super::line_break`].
+#[inline]
+pub(super) fn line_break(seg: &[u8]) -> Option<usize> {
+    // SAFETY: as in `string_run` (SSE2 is enabled for the whole build; `breaks` reads `seg`
+    // through safe code only).
+    #[allow(unsafe_code)]
+    unsafe {
+        breaks(seg)
+    }
+}
+
+#[target_feature(enable = "sse2")]
+fn breaks(seg: &[u8]) -> Option<usize> {
+    let lf = _mm_set1_epi8(b'\n' as i8);
+    let cr = _mm_set1_epi8(b'\r' as i8);
+    let mut base = 0;
+    let mut blocks = seg.chunks_exact(16);
+    for block in &mut blocks {
+        let Ok(block) = <&[u8; 16]>::try_from(block) else {
+            break;
+        };
+        let v = load(block);
+        let found = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
+        if found != 0 {
+            return Some(base + found.trailing_zeros() as usize);
+        }
+        base += 16;
+    }
+    let tail = blocks.remainder();
+    tail.iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|k| base + k)
 }
 
 /// Bit k set: byte k of the block stops a string run (`"`, `\`, below 0x20 or above ASCII).

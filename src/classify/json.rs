@@ -478,13 +478,22 @@ impl JsonScanner {
         let b = chunk[i];
         i += 1;
         match b {
-            b'"' => {
-                self.begin_value(b)?;
-                i = self.string(chunk, i, sink)?;
-            }
+            b'"' => match quiet::short_string(chunk, i) {
+                // A short string of no interest (an enum value, a title, a progress token):
+                // whole, without the string states.
+                Some(next) if self.untracked_value() => {
+                    self.dest = Dest::None;
+                    self.state = State::AfterValue;
+                    i = next;
+                }
+                _ => {
+                    self.begin_value(b)?;
+                    i = self.string(chunk, i, sink)?;
+                }
+            },
             b' ' | b'\t' | b'\n' | b'\r' => {}
             b']' if close => self.close(sink)?,
-            b'1'..=b'9' if self.depth >= self.quiet => {
+            b'1'..=b'9' if self.untracked_value() => {
                 // An integer inside an untracked container (a progress count, a schema's
                 // bound): its digits and the byte that ends it, without the number states.
                 // (The quiet loop's `quiet_number` does this for every number; calling it
@@ -496,7 +505,7 @@ impl JsonScanner {
                         i = self.number(chunk, i, Num::Int, sink)?;
                     }
                     Some(_) => {
-                        // Not the envelope's level: no message ends here (see `end_value`).
+                        // Not a message's own value: no message ends here (see `untracked_value`).
                         self.dest = Dest::None;
                         self.state = State::AfterValue;
                         i += run;
@@ -516,6 +525,15 @@ impl JsonScanner {
             _ => self.begin_value(b)?,
         }
         Ok(i)
+    }
+
+    /// Whether the value about to begin is one nothing is kept of, and that cannot end a
+    /// message: inside an untracked container, or a member of a followed object whose key
+    /// leads nowhere (`next_slot`; every object open outside an untracked one is followed,
+    /// below the envelope's level). Such a scalar needs only its grammar.
+    #[inline(always)]
+    fn untracked_value(&self) -> bool {
+        self.depth >= self.quiet || (self.in_object && self.next_slot.is_none())
     }
 
     /// A key's opening quote was just scanned; `i` is the byte after it. A key whole in this

@@ -387,7 +387,7 @@ fn skip_ws(chunk: &[u8], i: &mut usize) -> Option<u8> {
 /// first 16 bytes with nothing to stop at before it: most keys and enum-like values. One
 /// compare, no call.
 #[inline(always)]
-fn short_string(chunk: &[u8], i: usize) -> Option<usize> {
+pub(super) fn short_string(chunk: &[u8], i: usize) -> Option<usize> {
     let head = chunk.get(i..)?.first_chunk::<16>()?;
     let p = super::head_run(head);
     (p < 16 && head[p] == b'"').then_some(i + p + 1)

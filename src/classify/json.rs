@@ -363,7 +363,11 @@ impl JsonScanner {
         }
         let (whole, cut) = chunk.split_at(utf8::whole_characters(chunk));
         self.scan(whole, sink)?;
-        self.utf8[..cut.len()].copy_from_slice(cut);
+        if !cut.is_empty() {
+            // (Guarded: a copy of a length unknown at compile time is a `memcpy` call, and
+            // almost no chunk (no SSE event) ends inside a character.)
+            self.utf8[..cut.len()].copy_from_slice(cut);
+        }
         self.utf8_len = cut.len();
         Ok(())
     }

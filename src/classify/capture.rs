@@ -605,9 +605,7 @@ pub(crate) fn child(parent: Option<Slot>, key: &[u8]) -> Option<Slot> {
         (Some(S::Params), b"protocolVersion") => S::ProtocolVersion,
         (Some(S::Meta), b"io.modelcontextprotocol/protocolVersion") => S::ProtocolVersion,
         (Some(S::Meta), b"io.modelcontextprotocol/clientInfo") => S::ClientInfo,
-        (Some(S::Meta), b"io.modelcontextprotocol/clientCapabilities") => {
-            S::ClientCapabilities
-        }
+        (Some(S::Meta), b"io.modelcontextprotocol/clientCapabilities") => S::ClientCapabilities,
         (Some(S::ClientCapabilities), b"extensions") => S::Extensions,
         (Some(S::Extensions), b"io.modelcontextprotocol/tasks") => S::TasksExtension,
         (Some(S::ClientInfo), b"name") => S::ClientName,

@@ -303,6 +303,79 @@ fn tools_list_entries_stream_out_one_by_one() {
     assert!(tools.0.is_empty());
 }
 
+/// The slot of each value is decided when its key is read, one level at a time
+/// (`capture::child`): entries that are not objects, annotations that are not an object, a
+/// second `tools` key, a batch, and a response scanner all keep to the followed paths.
+#[test]
+fn tools_list_entries_follow_only_their_own_paths() {
+    let cases: [(&[u8], Vec<(&str, Kind, Kind)>); 4] = [
+        (
+            br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
+                [{"name":"in an array"}], "a string", 7,
+                {"name":"a","annotations":[{"readOnlyHint":true}]},
+                [{"name":"in an array, after an entry"}],
+                {"name":"b","annotations":{"readOnlyHint":true,"x":{"idempotentHint":true}}},
+                {"title":"no name","annotations":{"idempotentHint":true}}
+            ]}}"#,
+            vec![
+                ("a", Kind::Absent, Kind::Absent),
+                ("b", Kind::True, Kind::Absent),
+                ("", Kind::Absent, Kind::True),
+            ],
+        ),
+        (
+            // A second `tools` key: its entries stream out as well (last wins for the array).
+            br#"{"result":{"tools":[{"name":"one"}],"tools":[{"name":"two"}]},"id":1}"#,
+            vec![
+                ("one", Kind::Absent, Kind::Absent),
+                ("two", Kind::Absent, Kind::Absent),
+            ],
+        ),
+        (
+            // A batch: each message's `result.tools`, nothing under `error` or `params`.
+            br#"[{"id":1,"result":{"tools":[{"name":"x","annotations":{"readOnlyHint":false}}]}},
+                {"id":2,"error":{"tools":[{"name":"no"}]},"params":{"tools":[{"name":"no"}]}},
+                {"id":3,"result":{"tools":[{"name":"y"}]}}]"#,
+            vec![
+                ("x", Kind::False, Kind::Absent),
+                ("y", Kind::Absent, Kind::Absent),
+            ],
+        ),
+        (
+            // Keys of interest one level off are not followed.
+            br#"{"result":{"content":{"tools":[{"name":"no"}]},"tools":{"name":"no"}},"tools":[{"name":"no"}]}"#,
+            vec![],
+        ),
+    ];
+    for (body, want) in cases {
+        for responses in [false, true] {
+            for step in [1, 2, 5, body.len()] {
+                let mut scanner = if responses {
+                    JsonScanner::for_responses()
+                } else {
+                    JsonScanner::new()
+                };
+                let mut tools = Tools::default();
+                for chunk in body.chunks(step) {
+                    scanner.feed(chunk, &mut tools);
+                }
+                assert!(scanner.finish(&mut tools).is_ok());
+                let got: Vec<_> = tools
+                    .0
+                    .iter()
+                    .map(|(n, r, i)| (n.as_str(), *r, *i))
+                    .collect();
+                assert_eq!(
+                    got,
+                    want,
+                    "{} (responses {responses}, step {step})",
+                    String::from_utf8_lossy(body)
+                );
+            }
+        }
+    }
+}
+
 /// Every string-run implementation stops at the first `"`, `\` or control byte — at every
 /// position of segments up to 80 bytes, with bytes on both sides of each class's edge as the
 /// filler (0x20 and 0x7F are plain, as are bytes ≥ 0x80, which SSE2 compares as signed).

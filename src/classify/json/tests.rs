@@ -308,7 +308,8 @@ fn tools_list_entries_stream_out_one_by_one() {
 /// second `tools` key, a batch, and a response scanner all keep to the followed paths.
 #[test]
 fn tools_list_entries_follow_only_their_own_paths() {
-    let cases: [(&[u8], Vec<(&str, Kind, Kind)>); 4] = [
+    type Entry = (&'static str, Kind, Kind);
+    let cases: [(&[u8], Vec<Entry>); 4] = [
         (
             br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
                 [{"name":"in an array"}], "a string", 7,

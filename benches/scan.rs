@@ -12,9 +12,10 @@
 //!   so the pass reads every byte and stops nowhere: the cost of merely reading the bytes;
 //! - `memchr_quotes`: `memchr::memchr_iter(b'"', body).count()`, for reference.
 //!
-//! For the SSE stream the serde baselines parse each event's `data` (cut out beforehand,
-//! outside the measurement — the framing is free for them) and the memchr passes run over the
-//! whole stream.
+//! For the SSE stream the serde baselines parse each event's `data`, framed from the buffered
+//! stream by the cheapest framer that handles it (`bodies::for_each_document`), and
+//! `serde_ignored_cut` parses the data cut out beforehand (no framing: a floor, for
+//! information); the memchr passes run over the whole stream.
 //!
 //! `bench/scan-ratios.sh` runs this and prints the ratios. Defaults: 1 s warm-up, 3 s
 //! measurement, 20 samples; criterion's own flags override them.
@@ -28,7 +29,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 #[path = "common/bodies.rs"]
 mod bodies;
 
-use bodies::{cases, classify, requests};
+use bodies::{cases, classify, for_each_document, requests};
+use strata::classify::exchange::ContentKind;
 
 fn scan(c: &mut Criterion) {
     for case in cases() {
@@ -48,22 +50,34 @@ fn scan(c: &mut Criterion) {
         group.bench_function("strata", |b| {
             b.iter(|| classify(&reqs, case.content, black_box(&case.body)));
         });
+        let mut scratch = Vec::new();
         group.bench_function("serde_value", |b| {
             b.iter(|| {
-                for doc in &case.documents {
+                for_each_document(&case, &mut scratch, |doc| {
                     let v: serde_json::Value = serde_json::from_slice(black_box(doc)).unwrap();
                     black_box(v);
-                }
+                });
             });
         });
         group.bench_function("serde_ignored", |b| {
             b.iter(|| {
-                for doc in &case.documents {
+                for_each_document(&case, &mut scratch, |doc| {
                     let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(doc)).unwrap();
                     black_box(v);
-                }
+                });
             });
         });
+        if case.content == ContentKind::Sse {
+            group.bench_function("serde_ignored_cut", |b| {
+                b.iter(|| {
+                    for doc in &case.documents {
+                        let v: serde::de::IgnoredAny =
+                            serde_json::from_slice(black_box(doc)).unwrap();
+                        black_box(v);
+                    }
+                });
+            });
+        }
         group.bench_function("memchr_absent", |b| {
             b.iter(|| memchr::memchr(0xFF, black_box(&case.body)));
         });

@@ -34,7 +34,7 @@ pub enum Kind {
 /// A captured value: its kind, and for strings (decoded) and numbers (token text) the first
 /// `N` bytes, the total length and a hash of the bytes past the first `N` (the first `N` are
 /// compared as they are, so only what was not kept needs hashing).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Captured<const N: usize> {
     pub kind: Kind,
     buf: [u8; N],
@@ -179,33 +179,46 @@ impl<const N: usize> Captured<N> {
         self.hash = FNV_OFFSET;
     }
 
+    /// Appends `bytes`.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
-        let len = usize::from(self.len);
-        let take = (N - len).min(bytes.len());
-        self.buf[len..len + take].copy_from_slice(&bytes[..take]);
+        self.push_prefix(bytes, bytes.len());
+    }
+
+    /// Appends `bytes[..len]` (`len` ≤ `bytes.len()`). Most captured values are short (`"2.0"`,
+    /// an id, a result type) and sit in a chunk with more bytes after them, so a value of at
+    /// most 16 bytes, with 16 bytes of `bytes` to read and 16 bytes of room, is copied as one
+    /// 16-byte block rather than by a `memcpy` call of unknown length; the bytes that land past
+    /// `len` are never read (`bytes()` stops at `len`), and the next push overwrites them.
+    #[inline]
+    pub(crate) fn push_prefix(&mut self, bytes: &[u8], len: usize) {
+        let at = usize::from(self.len);
+        if len <= 16
+            && let (Some(dst), Some(src)) = (
+                self.buf
+                    .get_mut(at..)
+                    .and_then(|room| room.first_chunk_mut::<16>()),
+                bytes.first_chunk::<16>(),
+            )
+        {
+            *dst = *src;
+            // At most `N` (there were 16 bytes of room; FITS).
+            self.len = (at + len) as u16;
+            self.total += len;
+            return;
+        }
+        let bytes = bytes.get(..len).unwrap_or(bytes);
+        let take = (N - at).min(bytes.len());
+        self.buf[at..at + take].copy_from_slice(&bytes[..take]);
         // At most `N` (FITS).
-        self.len = (len + take) as u16;
+        self.len = (at + take) as u16;
         self.total += bytes.len();
         self.hash = fnv(self.hash, &bytes[take..]);
     }
 
-    /// Becomes `kind` with the bytes `bytes[..len]`. A short value (`len` ≤ 16) with 16
-    /// bytes of `bytes` to read is copied as one 16-byte block rather than by a `memcpy` call
-    /// (the bytes that land past `len` are never read): the SSE framer keeps an id per event.
+    /// Becomes `kind` with the bytes `bytes[..len]` (the SSE framer keeps an id per event).
     pub(crate) fn set_prefix(&mut self, kind: Kind, bytes: &[u8], len: usize) {
-        if let (Some(dst), Some(src)) = (self.buf.first_chunk_mut::<16>(), bytes.first_chunk())
-            && len <= 16
-        {
-            *dst = *src;
-            self.kind = kind;
-            // At most 16.
-            self.len = len as u16;
-            self.total = len;
-            self.hash = FNV_OFFSET;
-            return;
-        }
         self.start(kind);
-        self.push(bytes.get(..len).unwrap_or(bytes));
+        self.push_prefix(bytes, len);
     }
 
     /// The captured bytes (the first `N` of them).
@@ -279,6 +292,19 @@ impl<const N: usize> Captured<N> {
             return None;
         }
         text.parse::<i64>().ok()
+    }
+}
+
+/// The kept bytes only: those in `buf` past `len` are leftovers of a block copy
+/// ([`Captured::push_prefix`]), never read.
+impl<const N: usize> std::fmt::Debug for Captured<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Captured")
+            .field("kind", &self.kind)
+            .field("bytes", &self.text_lossy())
+            .field("total", &self.total)
+            .field("hash", &self.hash)
+            .finish()
     }
 }
 
@@ -473,22 +499,23 @@ impl Envelope {
         }
     }
 
-    /// Appends string bytes (decoded) or number token bytes to a capturing slot.
-    pub(crate) fn push(&mut self, slot: Slot, bytes: &[u8]) {
+    /// Appends string bytes (decoded) or number token bytes, `bytes[..len]`, to a capturing
+    /// slot (see [`Captured::push_prefix`] for why the bytes after `len` are passed too).
+    pub(crate) fn push(&mut self, slot: Slot, bytes: &[u8], len: usize) {
         match slot {
-            Slot::Jsonrpc => self.jsonrpc.push(bytes),
-            Slot::Id => self.id.push(bytes),
-            Slot::ResultType => self.result_type.push(bytes),
-            Slot::Code => self.error_code.push(bytes),
-            Slot::Message => self.error_message.push(bytes),
-            Slot::ToolEntryName => self.tool_entry.name.push(bytes),
+            Slot::Jsonrpc => self.jsonrpc.push_prefix(bytes, len),
+            Slot::Id => self.id.push_prefix(bytes, len),
+            Slot::ResultType => self.result_type.push_prefix(bytes, len),
+            Slot::Code => self.error_code.push_prefix(bytes, len),
+            Slot::Message => self.error_message.push_prefix(bytes, len),
+            Slot::ToolEntryName => self.tool_entry.name.push_prefix(bytes, len),
             Slot::Method
             | Slot::ToolName
             | Slot::ProtocolVersion
             | Slot::ClientName
             | Slot::ClientVersion => {
                 if let Some(fields) = &mut self.request_only {
-                    fields.push(slot, bytes);
+                    fields.push(slot, bytes, len);
                 }
             }
             _ => {}
@@ -520,13 +547,13 @@ impl RequestFields {
     }
 
     /// [`Envelope::push`] for the request-only slots.
-    fn push(&mut self, slot: Slot, bytes: &[u8]) {
+    fn push(&mut self, slot: Slot, bytes: &[u8], len: usize) {
         match slot {
-            Slot::Method => self.method.push(bytes),
-            Slot::ToolName => self.tool_name.push(bytes),
-            Slot::ProtocolVersion => self.protocol_version.push(bytes),
-            Slot::ClientName => self.client_name.push(bytes),
-            Slot::ClientVersion => self.client_version.push(bytes),
+            Slot::Method => self.method.push_prefix(bytes, len),
+            Slot::ToolName => self.tool_name.push_prefix(bytes, len),
+            Slot::ProtocolVersion => self.protocol_version.push_prefix(bytes, len),
+            Slot::ClientName => self.client_name.push_prefix(bytes, len),
+            Slot::ClientVersion => self.client_version.push_prefix(bytes, len),
             _ => {}
         }
     }
@@ -638,3 +665,6 @@ pub(crate) fn keys_matter(slot: Slot) -> bool {
             | Slot::ToolAnnotations
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -623,7 +623,7 @@ impl JsonScanner {
                 self.wide.skip(rest)?
             } else {
                 let p = string_run(rest);
-                self.capture(&rest[..p]);
+                self.capture(rest, p);
                 p
             };
             let Some(&stop) = rest.get(p) else {
@@ -639,7 +639,7 @@ impl JsonScanner {
             if stop >= 0x80 {
                 let n = utf8::run(&rest[p..])?;
                 if self.dest != Dest::None {
-                    self.capture(&rest[p..p + n]);
+                    self.capture(&rest[p..], n);
                 }
                 i += p + n;
                 continue;
@@ -678,7 +678,7 @@ impl JsonScanner {
         let len = chunk.len();
         (i, num) = number_run(chunk, i, num);
         if let Dest::Slot(slot) = self.dest {
-            self.envelope.push(slot, &chunk[start..i]);
+            self.envelope.push(slot, &chunk[start..], i - start);
         }
         if i < len {
             // The byte at `i` ends the number; it is scanned again in the next state.
@@ -854,7 +854,7 @@ impl JsonScanner {
                 if self.envelope.keeps(slot) {
                     self.dest = Dest::Slot(slot);
                     if kind == Kind::Number {
-                        self.envelope.push(slot, &[b]);
+                        self.envelope.push(slot, &[b], 1);
                     }
                 } else {
                     self.dest = Dest::None;
@@ -1038,7 +1038,7 @@ impl JsonScanner {
         if decoded == 0 {
             return Err(Malformed::Syntax);
         }
-        self.capture(&[decoded]);
+        self.capture(&[decoded], 1);
         self.state = State::Str;
         Ok(())
     }
@@ -1046,16 +1046,20 @@ impl JsonScanner {
     fn push_char(&mut self, cp: u32) -> Result<(), Malformed> {
         let c = char::from_u32(cp).ok_or(Malformed::LoneSurrogate)?;
         let mut buf = [0; 4];
-        self.capture(c.encode_utf8(&mut buf).as_bytes());
+        let bytes = c.encode_utf8(&mut buf).as_bytes();
+        self.capture(bytes, bytes.len());
         self.state = State::Str;
         Ok(())
     }
 
+    /// Keeps `bytes[..len]` where the current string goes (the bytes after `len` let a short
+    /// value be copied as one block: `Captured::push_prefix`).
     #[inline]
-    fn capture(&mut self, bytes: &[u8]) {
+    fn capture(&mut self, bytes: &[u8], len: usize) {
         match self.dest {
             Dest::None => {}
             Dest::Key => {
+                let bytes = &bytes[..len];
                 let room = MAX_KEY_BYTES - self.key_len;
                 if bytes.len() > room {
                     self.key_overflow = true;
@@ -1064,7 +1068,7 @@ impl JsonScanner {
                     self.key_len += bytes.len();
                 }
             }
-            Dest::Slot(slot) => self.envelope.push(slot, bytes),
+            Dest::Slot(slot) => self.envelope.push(slot, bytes, len),
         }
     }
 }

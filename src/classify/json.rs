@@ -187,6 +187,9 @@ pub struct JsonScanner {
     dest: Dest,
     /// Scanning a response: `params` (what a request carries) is not followed.
     responses: bool,
+    /// Scanning SSE events: a message whose `method` was read is not the response, whatever
+    /// else it holds, so the rest of its envelope is only validated (see `begin_tracked`).
+    events: bool,
     /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
     /// untracked container are only validated, without path or capture bookkeeping.
     quiet: usize,
@@ -217,14 +220,17 @@ impl JsonScanner {
     /// A fresh scanner, all but the run-time [`Wide`] level: a constant, so that a boxed
     /// scanner is one copy from read-only memory rather than ~1 KiB built field by field
     /// and then moved (per exchange, that was a tenth of a 1 KiB body's cost).
-    const FRESH: JsonScanner = Self::fresh(false);
+    const FRESH: JsonScanner = Self::fresh(false, false);
 
     /// [`Self::FRESH`] for responses (see [`Self::for_responses`]).
-    pub(super) const FRESH_RESPONSES: JsonScanner = Self::fresh(true);
+    pub(super) const FRESH_RESPONSES: JsonScanner = Self::fresh(true, false);
+
+    /// [`Self::FRESH`] for the events of an SSE response (the framer's scanner).
+    pub(super) const FRESH_EVENTS: JsonScanner = Self::fresh(true, true);
 
     /// The constants' value. (Not `..FRESH`: a constant with a `Box` inside cannot be
     /// taken apart at compile time.)
-    const fn fresh(responses: bool) -> JsonScanner {
+    const fn fresh(responses: bool, events: bool) -> JsonScanner {
         JsonScanner {
             state: State::Value { close: false },
             stack: [0; 2],
@@ -239,6 +245,7 @@ impl JsonScanner {
             next_slot: None,
             dest: Dest::None,
             responses,
+            events,
             quiet: usize::MAX,
             quiet_tokens: 0,
             in_key: false,
@@ -837,6 +844,17 @@ impl JsonScanner {
         };
         let kind = kind_of(b)?;
         self.envelope.begin(slot, kind);
+        if self.events && slot == Slot::Method {
+            // 2025-03-26 … 2026-07-28 transports §SSE: on a response stream, a message with a
+            // `method` is a notification or a server→client request, never the response to
+            // the agent's call (`Correlator::message` stops at its method's kind, which no
+            // later member can make absent again). The rest of the envelope, this value
+            // included, is validated only: the envelope becomes the untracked container.
+            self.begin_quiet(b)?;
+            self.quiet = self.env_level;
+            self.quiet_tokens = 0;
+            return Ok(());
+        }
         match b {
             b'{' | b'[' => {
                 self.dest = Dest::None;

@@ -42,7 +42,9 @@ pub enum EventData {
     Json(Result<Document, Malformed>),
 }
 
-/// Receives messages (tentative) and then each event's verdict.
+/// Receives messages (tentative) and then each event's verdict. A message with a `method`
+/// (a notification or a server→client request: never the response) is captured up to its
+/// method only; what follows is validated, not kept (`JsonScanner::begin_tracked`).
 pub trait SseSink: MessageSink {
     fn event(&mut self, data: EventData, last_event_id: Option<&Captured<MAX_EVENT_ID>>);
 }
@@ -190,7 +192,7 @@ impl SseFramer {
         retry_ms: None,
         retry_digits: None,
         events: 0,
-        scanner: JsonScanner::FRESH_RESPONSES,
+        scanner: JsonScanner::FRESH_EVENTS,
     };
 
     pub fn new() -> Self {

@@ -313,6 +313,39 @@ fn sse_server_request_with_colliding_id_is_not_the_response() {
 }
 
 #[test]
+fn sse_message_with_a_method_is_decided_at_its_method_but_still_validated() {
+    // What follows a method (the event scanner validates it only) cannot make the message
+    // the response, however response-like it is: the response after it decides.
+    let mimics = [
+        r#"{"jsonrpc":"2.0","method":"roots/list","id":1,"result":{"content":"x","isError":7}}"#,
+        r#"{"method":"x","jsonrpc":"1.0","id":1,"error":{"code":"a"},"result":5}"#,
+        r#"{"method":{"a":[1,{"b":null}]},"id":1,"result":{}}"#,
+    ];
+    for m in mimics {
+        assert_eq!(
+            one(CALL, 200, SSE, &sse(&[m, GOOD])),
+            Outcome::ToolSuccess,
+            "{m}"
+        );
+    }
+    // Its grammar is still checked to the end, at every depth.
+    let broken = [
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":tru}}"#,
+        r#"{"method":"x","id":1,"result":{"content":[}}"#,
+        r#"{"method":"x","params":{}"#,
+        r#"{"method":"x","params":"\ud800"}"#,
+        r#"{"method":"x"}}"#,
+    ];
+    for m in broken {
+        assert_eq!(
+            one(CALL, 200, SSE, &sse(&[m, GOOD])),
+            Outcome::MalformedJson,
+            "{m}"
+        );
+    }
+}
+
+#[test]
 fn sse_final_error() {
     let err = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}"#;
     assert_eq!(

@@ -125,8 +125,14 @@ impl CallTracker {
 
     /// Keeps the (replay-buffered) request body, so a failure can be told from the agent's
     /// retry of it.
-    pub fn remember_body(&mut self, body: bytes::Bytes, target: Box<str>) {
-        self.body = Some((body, target));
+    ///
+    /// Kept as a copy: the body is usually a slice of hyper's read buffer for the agent's
+    /// connection. hyper has taken a new buffer for its next read by then (the request's
+    /// bytes held the first), and a slice kept for the call's life (an SSE stream: hours)
+    /// would keep the first, 8 KiB, alive beside it (`bench/README.md`, memory per open
+    /// stream).
+    pub fn remember_body(&mut self, body: &[u8], target: Box<str>) {
+        self.body = Some((bytes::Bytes::copy_from_slice(body), target));
     }
 
     /// Records the answer for an idempotency-key claim as it streams to the agent.

@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::tls::{AgentIo, AgentTls};
-use super::{CurrentProxy, Peer};
+use super::{AgentBody, CurrentProxy, Peer};
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -130,7 +130,12 @@ pub async fn serve(
                 let peer = Peer::new(agent);
                 let service = service_fn(move |req| {
                     first.store(true, Ordering::Relaxed);
-                    current.load().handle(req, peer.clone())
+                    // Boxed per request: hyper keeps room for the service's future for the
+                    // connection's life (h1's `in_flight`), and `handle`'s is ~2.6 KB that an
+                    // SSE stream would keep for hours after its head went out. Boxed, that
+                    // room is a pointer and the future is freed once the head is out.
+                    let handle: HandleFuture = Box::pin(current.load().handle(req, peer.clone()));
+                    handle
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.
                 let acceptor = tls.load();
@@ -226,6 +231,11 @@ async fn plain_h1(io: &AgentIo) -> bool {
 }
 
 type ConnError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the service returns for one request (see `serve`).
+type HandleFuture = std::pin::Pin<
+    Box<dyn Future<Output = Result<http::Response<AgentBody>, std::convert::Infallible>> + Send>,
+>;
 
 /// Why a connection ended, when not cleanly.
 enum Ended {

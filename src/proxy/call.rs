@@ -59,8 +59,10 @@ pub struct CallTracker {
     content_type: Option<Box<str>>,
     _inflight: Vec<GaugeGuard>,
     sse_stream: Option<GaugeGuard>,
-    /// An idempotency-key claim and the answer being recorded for it.
-    idempotency: Option<(Ticket, Recording)>,
+    /// An idempotency-key claim and the answer being recorded for it. Boxed: only calls
+    /// with a key have one, and inline it was 200 of the tracker's 624 bytes, which the
+    /// response body carries (and hyper keeps room for) for an SSE stream's life.
+    idempotency: Option<Box<(Ticket, Recording)>>,
     /// The request body and target, to remember a failed call by.
     body: Option<(bytes::Bytes, Box<str>)>,
     done: bool,
@@ -125,13 +127,19 @@ impl CallTracker {
 
     /// Keeps the (replay-buffered) request body, so a failure can be told from the agent's
     /// retry of it.
-    pub fn remember_body(&mut self, body: bytes::Bytes, target: Box<str>) {
-        self.body = Some((body, target));
+    ///
+    /// Kept as a copy: the body is usually a slice of hyper's read buffer for the agent's
+    /// connection. hyper has taken a new buffer for its next read by then (the request's
+    /// bytes held the first), and a slice kept for the call's life (an SSE stream: hours)
+    /// would keep the first, 8 KiB, alive beside it (`bench/README.md`, memory per open
+    /// stream).
+    pub fn remember_body(&mut self, body: &[u8], target: Box<str>) {
+        self.body = Some((bytes::Bytes::copy_from_slice(body), target));
     }
 
     /// Records the answer for an idempotency-key claim as it streams to the agent.
     pub fn record_for(&mut self, ticket: Ticket, recording: Recording) {
-        self.idempotency = Some((ticket, recording));
+        self.idempotency = Some(Box::new((ticket, recording)));
     }
 
     /// The upstream's response head arrived.
@@ -190,7 +198,7 @@ impl CallTracker {
         }
         // The key's record: only a whole, final answer answers repeats; otherwise the claim
         // is released (dropping the ticket does it) so the agent may try again.
-        if let Some((ticket, recording)) = self.idempotency.take()
+        if let Some((ticket, recording)) = self.idempotency.take().map(|claim| *claim)
             && answered
             && let Some(record) = recording.finish()
         {
@@ -278,8 +286,8 @@ impl BodySink for CallTracker {
     #[inline]
     fn on_data(&mut self, chunk: &[u8]) {
         self.exchange.data(chunk);
-        if let Some((_, recording)) = &mut self.idempotency {
-            recording.push(chunk);
+        if let Some(claim) = &mut self.idempotency {
+            claim.1.push(chunk);
         }
         if self.exchange.content() == ContentKind::Sse {
             // SSE: a final event settles its call now, though the stream may stay open.

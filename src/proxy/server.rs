@@ -13,22 +13,31 @@
 //!   requests, which is normal agent behaviour, not an attack.
 //! - `limits.max_header_bytes`, `limits.max_headers`: 431 (hyper), counted as `header_size`.
 //! - `limits.max_h2_streams`: streams beyond it are refused by h2 (RST_STREAM REFUSED_STREAM).
+//!
+//! A plain-TCP connection whose first bytes are not h2's preface is served by hyper's h1
+//! connection directly rather than through the auto builder (see [`plain_h1`]): the auto
+//! builder reads up to 24 bytes to tell h1 from h2 and puts them in front of the rest, so
+//! hyper's first read returns those 24 bytes alone, and its next read, finding its 8 KiB buffer
+//! 24 bytes short, grows it to 16 KiB — for the connection's life (an SSE stream's: hours).
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
-use super::tls::AgentTls;
-use super::{CurrentProxy, Peer};
+use super::tls::{AgentIo, AgentTls};
+use super::{AgentBody, CurrentProxy, Peer};
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -58,22 +67,37 @@ pub async fn serve(
     permits: Arc<Semaphore>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    // hyper panics below 8 KiB; config validation already enforces that floor.
+    let max_buf = settings.max_header_bytes.max(8192);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read)
         .max_headers(settings.max_headers)
-        // hyper panics below 8 KiB; config validation already enforces that floor.
-        .max_buf_size(settings.max_header_bytes.max(8192));
+        .max_buf_size(max_buf);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.max_h2_streams)
         .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+    // The same h1 settings as the auto builder's, for connections known to be h1 (`plain_h1`),
+    // and the head's size checked as such: `max_buf_size` alone bounds the read buffer, which
+    // only refuses a head still incomplete when the buffer is full — a larger head that
+    // arrived whole in fewer reads passed (the auto builder's 24-byte first read happened to
+    // split it). hyper-util's auto builder does not offer this setting.
+    let mut h1 = http1::Builder::new();
+    h1.timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read)
+        .max_headers(settings.max_headers)
+        .max_buf_size(max_buf)
+        .max_header_size(settings.max_header_bytes);
     // Shared with the connection tasks, which build their connection after any TLS handshake.
-    let builder = Arc::new(builder);
+    let builder = Arc::new((builder, h1));
     let graceful = GracefulShutdown::new();
+    // Dropped at shutdown: a connection still waiting for its first bytes (`plain_h1`) is not
+    // yet watched by `graceful`, and ends then rather than at `header_read`.
+    let (stop, stopping) = tokio::sync::watch::channel(());
     let metrics = proxy.load().metrics().clone();
     // Refusals are logged once per episode of saturation, not once per refused connection.
     let mut saturated = false;
@@ -107,12 +131,18 @@ pub async fn serve(
                 let peer = Peer::new(agent);
                 let service = service_fn(move |req| {
                     first.store(true, Ordering::Relaxed);
-                    current.load().handle(req, peer.clone())
+                    // Boxed per request: hyper keeps room for the service's future for the
+                    // connection's life (h1's `in_flight`), and `handle`'s is ~2.6 KB that an
+                    // SSE stream would keep for hours after its head went out. Boxed, that
+                    // room is a pointer and the future is freed once the head is out.
+                    let handle: HandleFuture = Box::pin(current.load().handle(req, peer.clone()));
+                    handle
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.
                 let acceptor = tls.load();
                 let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
                 let (metrics, header_read) = (metrics.clone(), settings.header_read);
+                let mut stopping = stopping.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
                     // The TLS handshake runs here, not in the accept loop: a slow agent delays
@@ -122,24 +152,58 @@ pub async fn serve(
                     let Some(io) = accept.await else {
                         return;
                     };
-                    let conn = builder
-                        .serve_connection_with_upgrades(TokioIo::new(io), service)
-                        .into_owned();
-                    let conn = watcher.watch(conn);
-                    tokio::pin!(conn);
-                    let ended = tokio::select! {
-                        ended = &mut conn => ended,
-                        () = tokio::time::sleep(header_read) => {
-                            if !started.load(Ordering::Relaxed) {
-                                // Dropping the connection closes it.
-                                limit_hit(&metrics, Limit::HeaderTimeout, agent);
-                                return;
-                            }
-                            conn.await
+                    // The agent must start its first request within `header_read` from here.
+                    let deadline = Instant::now() + header_read;
+                    let first = async {
+                        tokio::select! {
+                            h1 = plain_h1(&io) => Some(h1),
+                            // Only ends when the sender is dropped: strata is shutting down.
+                            _ = stopping.changed() => None,
                         }
                     };
-                    if let Err(err) = ended {
-                        connection_error(&metrics, &*err, started.load(Ordering::Relaxed), agent);
+                    let h1 = match tokio::time::timeout_at(deadline, first).await {
+                        Ok(Some(h1)) => h1,
+                        Ok(None) => return,
+                        Err(_) => {
+                            // Nothing arrived: dropping the connection closes it.
+                            limit_hit(&metrics, Limit::HeaderTimeout, agent);
+                            return;
+                        }
+                    };
+                    drop(stopping);
+                    // Each connection is built in place, in one expression, and `run` borrows
+                    // it: a connection moved through named locals or into an async fn's
+                    // argument keeps a slot in this task's future at each step (~0.7 KB each),
+                    // for the connection's life.
+                    let ended = if h1 {
+                        // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and an
+                        // upgrade hyper would hand over has no taker either way.
+                        let conn = std::pin::pin!(
+                            watcher.watch(builder.1.serve_connection(TokioIo::new(io), service))
+                        );
+                        run(conn, deadline, &started).await
+                    } else {
+                        // Boxed: inline beside the h1 connection, it nearly doubled this
+                        // task's size for every connection's life.
+                        let mut conn = Box::pin(
+                            watcher.watch(
+                                builder
+                                    .0
+                                    .serve_connection_with_upgrades(TokioIo::new(io), service)
+                                    .into_owned(),
+                            ),
+                        );
+                        run(conn.as_mut(), deadline, &started).await
+                    };
+                    match ended {
+                        Ok(()) => {}
+                        Err(Ended::HeaderTimeout) => {
+                            limit_hit(&metrics, Limit::HeaderTimeout, agent);
+                        }
+                        Err(Ended::Error(err)) => {
+                            let started = started.load(Ordering::Relaxed);
+                            connection_error(&metrics, &*err, started, agent);
+                        }
                     }
                 });
             }
@@ -147,6 +211,7 @@ pub async fn serve(
         }
     }
     drop(listener);
+    drop(stop);
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(settings.drain) => {
@@ -154,6 +219,59 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// True when the connection is plain TCP and its first bytes are not h2's preface: it is
+/// HTTP/1 (hyper-util's auto builder decides the same at the first byte that differs), and
+/// hyper can read it from the socket itself. Peeked, not read, so hyper's first read takes
+/// the whole request head. False for TLS (nothing to peek below the session), for a
+/// connection closed before a byte, and for bytes that may still become the preface: those
+/// go through the auto builder, as before.
+async fn plain_h1(io: &AgentIo) -> bool {
+    const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let AgentIo::Plain(tcp) = io else {
+        return false;
+    };
+    let mut first = [0u8; H2_PREFACE.len()];
+    match tcp.peek(&mut first).await {
+        Ok(n) => first
+            .get(..n)
+            .is_some_and(|got| !got.is_empty() && !H2_PREFACE.starts_with(got)),
+        Err(_) => false,
+    }
+}
+
+type ConnError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the service returns for one request (see `serve`).
+type HandleFuture = Pin<
+    Box<dyn Future<Output = Result<http::Response<AgentBody>, std::convert::Infallible>> + Send>,
+>;
+
+/// Why a connection ended, when not cleanly.
+enum Ended {
+    /// No request started before the deadline; the connection was dropped (closed).
+    HeaderTimeout,
+    Error(ConnError),
+}
+
+/// Drives a connection to its end; if no request has started by `deadline`, gives up on it
+/// (the caller drops it, which closes it).
+async fn run<E: Into<ConnError>>(
+    mut conn: Pin<&mut impl Future<Output = Result<(), E>>>,
+    deadline: Instant,
+    started: &AtomicBool,
+) -> Result<(), Ended> {
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        () = tokio::time::sleep_until(deadline) => {
+            if !started.load(Ordering::Relaxed) {
+                return Err(Ended::HeaderTimeout);
+            }
+            conn.await
+        }
+    };
+    ended.map_err(|err| Ended::Error(err.into()))
 }
 
 /// Counts and logs (once: the connection is over) a limit that ended an agent connection.

@@ -90,7 +90,7 @@ impl Waiting<'_> {
                 self.protocol_version.take(),
             );
             if let Some((body, target)) = self.body.take() {
-                tracker.remember_body(body, target);
+                tracker.remember_body(&body, target);
             }
             return Some(tracker);
         }

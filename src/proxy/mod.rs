@@ -517,3 +517,6 @@ fn keepalive_applies(parts: &http::response::Parts) -> bool {
 fn header_str<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
+
+#[cfg(test)]
+mod tests;

@@ -837,8 +837,7 @@ impl JsonScanner {
             // validated without bookkeeping.
             self.begin_quiet(b)?;
             if matches!(b, b'{' | b'[') {
-                self.quiet = self.depth;
-                self.quiet_tokens = 0;
+                self.untrack_from(self.depth);
             }
             return Ok(());
         };
@@ -851,8 +850,7 @@ impl JsonScanner {
             // later member can make absent again). The rest of the envelope, this value
             // included, is validated only: the envelope becomes the untracked container.
             self.begin_quiet(b)?;
-            self.quiet = self.env_level;
-            self.quiet_tokens = 0;
+            self.untrack_from(self.env_level);
             return Ok(());
         }
         match b {
@@ -919,11 +917,16 @@ impl JsonScanner {
         match (slot, self.parents.get_mut(rel)) {
             (Some(slot), Some(parent)) => *parent = slot,
             // Not followed, or deeper than any followed path.
-            _ => {
-                self.quiet = self.depth;
-                self.quiet_tokens = 0;
-            }
+            _ => self.untrack_from(self.depth),
         }
+    }
+
+    /// The container open at `depth` becomes the untracked one: from there down, values
+    /// are validated only (`quiet`), its first tokens in the general loop (`scan`).
+    #[inline(always)]
+    fn untrack_from(&mut self, depth: usize) {
+        self.quiet = depth;
+        self.quiet_tokens = 0;
     }
 
     /// Whether the keys of an object in this slot are followed.

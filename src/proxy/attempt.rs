@@ -2,11 +2,11 @@
 
 use http::header::HeaderValue;
 use http::{HeaderMap, Method, Request, Response, Uri, Version};
-use hyper::body::Incoming;
 
 use crate::metrics::{CallHandles, Metrics};
 use crate::policy::Failure;
 
+use super::body::FromUpstream;
 use super::h1_conns::SendError;
 use super::local::LocalError;
 use super::replay::RequestBody;
@@ -77,9 +77,9 @@ impl RetryPlan {
 /// Sorts an attempt's result into the failure the policy knows (if any) and what the agent
 /// would get: the upstream's response, or strata's own answer.
 pub(super) fn attempt_failure(
-    sent: Result<Result<Response<Incoming>, SendError>, tokio::time::error::Elapsed>,
+    sent: Result<Result<Response<FromUpstream>, SendError>, tokio::time::error::Elapsed>,
     metrics: &Metrics,
-) -> (Option<Failure>, Result<Response<Incoming>, LocalError>) {
+) -> (Option<Failure>, Result<Response<FromUpstream>, LocalError>) {
     match sent {
         Ok(Ok(response)) => {
             let failure = matches!(response.status().as_u16(), 429 | 502 | 503 | 504)

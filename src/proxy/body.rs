@@ -13,7 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use super::h1_conns::Driven;
+use super::h1_conns::ResponseBody;
 use crate::metrics::Metrics;
 
 /// Errors of bodies on the data path (hyper's, or strata's idle timeout).
@@ -120,15 +120,21 @@ pub struct IdleTimeout(Duration);
 /// `tokio::task::yield_now()`, kept across polls.
 type Yield = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
+/// A response body as the upstream client gives it.
+pub enum FromUpstream {
+    /// A connection of strata's own (`http://`, `h1_conns.rs`).
+    H1(ResponseBody),
+    /// hyper-util's client (`https://`, or a streamed request body).
+    Pooled(Incoming),
+}
+
 /// The upstream's response body, cut when it stays silent past an optional idle limit (off
 /// by default: quiet SSE streams are normal). The timer runs only while strata waits for the
 /// upstream, never while a slow agent holds the stream back (the body is not polled then).
 pub struct UpstreamBody {
-    inner: Incoming,
+    inner: FromUpstream,
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     metrics: Arc<Metrics>,
-    /// The connection this body arrives on, when strata drives it (`h1_conns.rs`).
-    driven: Option<Driven>,
     /// The head, or a data frame, went to hyper since this body last returned `Pending`.
     unflushed: bool,
     /// An error held back until what came before it was flushed, and the yield that waits for
@@ -151,18 +157,12 @@ pub enum ProxyBody<S: BodySink> {
 // === impl UpstreamBody ===
 
 impl UpstreamBody {
-    pub fn new(
-        inner: Incoming,
-        driven: Option<Driven>,
-        idle: Option<Duration>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(inner: FromUpstream, idle: Option<Duration>, metrics: Arc<Metrics>) -> Self {
         let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
         UpstreamBody {
             inner,
             idle,
             metrics,
-            driven,
             unflushed: true,
             deferred: None,
         }
@@ -184,18 +184,7 @@ impl Body for UpstreamBody {
                 return Poll::Ready(Some(Err(err)));
             }
         }
-        // The body first: with nothing buffered it tells the connection it wants a frame
-        // (hyper's body channel holds one); then the connection, which reads that frame; then
-        // the body again. In that order, bytes that came in one read with an error (a reset
-        // after half a body) still reach the agent before the error, as when the connection
-        // ran in a task of its own.
-        let mut polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if polled.is_pending()
-            && let Some(driven) = this.driven.as_mut()
-        {
-            driven.poll(cx);
-            polled = Pin::new(&mut this.inner).poll_frame(cx);
-        }
+        let polled = this.inner.poll_frame(cx);
         match polled {
             // hyper drops what it has not flushed yet when a body fails — its HTTP/1.1 server
             // the head and data still in its buffer, h2 the DATA frames still queued when it
@@ -204,12 +193,11 @@ impl Body for UpstreamBody {
             // the upstream connection ran in a task of its own: the agent gets the head and
             // the bytes before the break.
             Poll::Ready(Some(Err(err))) if this.unflushed => {
-                this.driven = None;
                 this.unflushed = false;
                 let mut flushed: Yield = Box::pin(tokio::task::yield_now());
                 // Pending the first time: this task is woken after the others.
                 let _ = flushed.as_mut().poll(cx);
-                this.deferred = Some((err.into(), flushed));
+                this.deferred = Some((err, flushed));
                 Poll::Pending
             }
             Poll::Ready(frame) => {
@@ -219,23 +207,10 @@ impl Body for UpstreamBody {
                     this.metrics.response_bytes(data.len() as u64);
                     this.unflushed = true;
                 }
-                // Ended whole (hyper stops polling at a known length, so the end is also seen
-                // after the last frame): the connection serves the next call. Broken: it goes.
-                let ended = match &frame {
-                    None => true,
-                    Some(Ok(_)) => this.inner.is_end_stream(),
-                    Some(Err(_)) => {
-                        this.driven = None;
-                        false
-                    }
-                };
-                if ended && let Some(driven) = this.driven.take() {
-                    driven.finish(cx);
-                }
                 if let Some((limit, sleep)) = this.idle.as_mut() {
                     sleep.as_mut().reset(Instant::now() + *limit);
                 }
-                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+                Poll::Ready(frame)
             }
             Poll::Pending => {
                 this.unflushed = false;
@@ -250,11 +225,28 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            FromUpstream::H1(b) => b.is_end_stream(),
+            FromUpstream::Pooled(b) => b.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            FromUpstream::H1(b) => b.size_hint(),
+            FromUpstream::Pooled(b) => b.size_hint(),
+        }
+    }
+}
+
+// === impl FromUpstream ===
+
+impl FromUpstream {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self {
+            FromUpstream::H1(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
+            FromUpstream::Pooled(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
+        }
     }
 }
 

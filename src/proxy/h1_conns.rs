@@ -1,13 +1,18 @@
-//! Connections to a plain-HTTP (`http://`) upstream: HTTP/1.1, a cache of idle connections,
-//! each driven by the call that uses it rather than by a task of its own.
+//! Connections to a plain-HTTP (`http://`) upstream: HTTP/1.1 spoken by strata itself, a
+//! cache of idle connections, each used by the call's own task.
 //!
 //! Why not hyper-util's pooled client here: its connections run in tasks of their own, so a
 //! call crosses tasks for the request, for the response head and for every body chunk (the
 //! body channel holds one chunk), and SSE events that arrived in one read went to the agent
-//! in one write each (`bench/README.md`). Here the agent's task polls the upstream connection
-//! itself — the request goes out and the response's frames come in within the same poll —
-//! so frames that arrived together are written to the agent together, and nothing is spawned
-//! per connection. `https://` upstreams keep hyper-util's client (TLS, h2 by ALPN).
+//! in one write each (`bench/README.md`). Why not hyper's client connection driven by the
+//! call (sessions 3–8): it still passed the request and the response through channels, built
+//! and moved its messages by value, and cost ~18k instructions of a ~70k call (callgrind).
+//! Here the call writes its request head and body in one `writev`, parses the response head
+//! in place ([`wire`]) and cuts the body's frames out of the read buffer as they arrive
+//! ([`framing`]): frames that arrived together go to the agent together, nothing is spawned
+//! or sent across a channel. It takes requests whose body is known whole — the replay
+//! buffer's, or none — which is every call while retries are on (the default); a streamed
+//! body, and `https://` upstreams (TLS, h2 by ALPN), go through hyper-util's client.
 //!
 //! Idle connections are not polled. One the server closed while idle is found at checkout
 //! (polled once, it has ended) and dropped; one idle for the idle limit ([`POOL_IDLE_TIMEOUT`]
@@ -24,18 +29,19 @@
 //! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
+use std::io::{self, IoSlice};
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use http::uri::Authority;
-use http::{Request, Response, Uri};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use bytes::{Bytes, BytesMut};
+use http::uri::{Authority, PathAndQuery};
+use http::{Method, Request, Response};
+use http_body::{Body, Frame, SizeHint};
 use thread_local::ThreadLocal;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -43,11 +49,21 @@ use tokio::time::Instant;
 use super::client::POOL_IDLE_TIMEOUT;
 use super::replay::RequestBody;
 
+mod framing;
+mod wire;
+
+pub use framing::BodyError;
+use framing::{Decoded, Decoder};
+pub use wire::HeadError;
+
 /// Idle connections kept at most (nginx's `keepalive` directive, per worker, has the same
 /// role). Calls in flight hold theirs outside the cache and are not limited by it.
 pub const MAX_IDLE: usize = 1024;
 
-type Conn = http1::Connection<TokioIo<TcpStream>, RequestBody>;
+/// A connection's first read buffer, and its smallest read (hyper's too).
+const INIT_READ: usize = 8 * 1024;
+/// Reads grow while they fill their room (a large body), up to this.
+const MAX_READ: usize = 256 * 1024;
 
 /// The idle HTTP/1.1 connections to one plain-HTTP upstream.
 pub struct H1Conns {
@@ -55,29 +71,31 @@ pub struct H1Conns {
     port: u16,
     connect_timeout: Duration,
     idle_limit: Duration,
-    builder: http1::Builder,
     /// One list per thread: a connection is registered with the runtime of the thread that
     /// made it (one per worker, `workers.rs`), and used from another it would wake that
     /// thread for every read.
-    idle: ThreadLocal<Mutex<VecDeque<Box<Held>>>>,
+    idle: ThreadLocal<Mutex<VecDeque<Box<Conn>>>>,
 }
 
-/// One connection, boxed once when it is made and handed around by its box from then on: a
-/// hyper connection is ~700 bytes, which moved by value at checkout, send and check-in cost
-/// a copy each and a fresh box per call.
-struct Held {
-    send: SendRequest<RequestBody>,
-    /// `None` once it ended (closed or broke).
-    conn: Option<Conn>,
+/// One connection and what was read from it, boxed once when it is made and handed around
+/// by its box from then on.
+struct Conn {
+    tcp: TcpStream,
+    read: BytesMut,
+    /// Room made for the next read: doubles while reads fill it, halves when they do not.
+    next_read: usize,
     /// When it went idle (meaningful in the idle list only).
     since: Instant,
 }
 
-/// A connection carrying a response: the response body polls it, and hands it back to the
-/// cache when the response has ended whole. Dropped before that (the agent left, the body
-/// broke), it closes the connection.
-pub struct Driven {
-    held: Box<Held>,
+/// The body of a response on a connection of strata's: read from the connection as the agent
+/// takes it. Ended whole on a connection that stays open, it hands the connection back to the
+/// cache; dropped before that (the agent left, the body broke), it closes it.
+pub struct ResponseBody {
+    /// `None` once the body ended (or broke).
+    conn: Option<Box<Conn>>,
+    decoder: Decoder,
+    keep_alive: bool,
     home: Arc<H1Conns>,
 }
 
@@ -86,11 +104,17 @@ pub struct Driven {
 pub enum SendError {
     /// No connection to the upstream: nothing was sent.
     #[error("upstream connect: {0}")]
-    Connect(std::io::Error),
-    /// The connection broke, or the response could not be read.
+    Connect(io::Error),
+    /// The request could not be written, or the head read.
     #[error("upstream: {0}")]
-    Http(#[from] hyper::Error),
-    /// From hyper-util's client (`https://` upstreams).
+    Io(#[from] io::Error),
+    /// The connection closed before a response head.
+    #[error("upstream closed the connection before a response head")]
+    Closed,
+    /// What came back was not an HTTP/1.1 response head.
+    #[error("upstream: {0}")]
+    Head(#[from] HeadError),
+    /// From hyper-util's client (`https://` upstreams, streamed bodies).
     #[error("upstream: {0}")]
     Pooled(#[from] hyper_util::client::legacy::Error),
 }
@@ -100,7 +124,7 @@ impl SendError {
     pub fn is_connect(&self) -> bool {
         match self {
             SendError::Connect(_) => true,
-            SendError::Http(_) => false,
+            SendError::Io(_) | SendError::Closed | SendError::Head(_) => false,
             SendError::Pooled(err) => err.is_connect(),
         }
     }
@@ -126,7 +150,6 @@ impl H1Conns {
             port: authority.port_u16().unwrap_or(80),
             connect_timeout,
             idle_limit,
-            builder: http1::Builder::new(),
             idle: ThreadLocal::new(),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -146,48 +169,56 @@ impl H1Conns {
         conns
     }
 
-    /// Sends `request` on an idle connection, or a new one, and drives that connection until
-    /// the response head has come back.
+    /// Whether [`H1Conns::send`] takes this request: its body is known whole (the replay
+    /// buffer's) or there is none. Others go through hyper-util's client.
+    pub fn takes(request: &Request<RequestBody>) -> bool {
+        request.body().whole().is_some()
+    }
+
+    /// Sends `request` (one [`H1Conns::takes`]) on an idle connection, or a new one, and
+    /// reads the response head.
     pub async fn send(
         self: &Arc<Self>,
-        mut request: Request<RequestBody>,
-    ) -> Result<(Response<Incoming>, Driven), SendError> {
+        request: Request<RequestBody>,
+    ) -> Result<Response<ResponseBody>, SendError> {
+        let (parts, body) = request.into_parts();
+        let body = body.whole().unwrap_or_default();
         // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
-        // travels in `Host` (`forward::set_host`). hyper's connection writes the URI as given.
-        if let Some(target) = request.uri().path_and_query().cloned() {
-            *request.uri_mut() = Uri::from(target);
-        }
+        // travels in `Host` (`forward::set_host`).
+        let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+        let mut head = Vec::with_capacity(128 + 64 * parts.headers.len());
+        wire::encode_request(&mut head, &parts.method, target, &parts.headers, body.len());
+        drop(parts.headers);
         loop {
-            let (mut held, reused) = match self.checkout().await {
-                Some(held) => (held, true),
+            let (mut conn, reused) = match self.checkout().await {
+                Some(conn) => (conn, true),
                 None => (self.connect().await?, false),
             };
-            let sent = {
-                let Held { send, conn, .. } = &mut *held;
-                let mut response = pin!(send.try_send_request(request));
-                poll_fn(|cx| {
-                    // Once it ended (closed, or broke), dropping it fails the request, if it
-                    // is still waiting, with hyper's reason.
-                    drive(conn, cx);
-                    response.as_mut().poll(cx)
-                })
-                .await
-            };
-            match sent {
-                Ok(response) => {
-                    let home = self.clone();
-                    return Ok((response, Driven { held, home }));
-                }
-                Err(mut err) => match err.take_message() {
-                    Some(unsent) if reused => request = unsent,
-                    _ => return Err(SendError::Http(err.into_error())),
-                },
+            match conn.write_request(&head, &body).await {
+                Ok(()) => {}
+                // A reused connection the server closed just then: nothing of the request was
+                // taken (the server was done with it), so it goes on a new one, as
+                // hyper-util's client does with a request its connection refused unsent.
+                Err(_) if reused => continue,
+                Err(err) => return Err(SendError::Io(err)),
             }
+            let head = conn.read_head(&parts.method).await?;
+            let mut body = ResponseBody {
+                conn: Some(conn),
+                decoder: head.framing.decoder(),
+                keep_alive: head.keep_alive,
+                home: self.clone(),
+            };
+            // No body (204, HEAD, `Content-Length: 0`): the connection serves the next call now.
+            if body.decoder.is_done() {
+                body.finish();
+            }
+            return Ok(head.response.map(|()| body));
         }
     }
 
-    /// The most recently used idle connection still alive, if any.
-    async fn checkout(&self) -> Option<Box<Held>> {
+    /// The most recently used idle connection still open, if any.
+    async fn checkout(&self) -> Option<Box<Conn>> {
         loop {
             let mut idle = {
                 let mut list = self.lock();
@@ -198,47 +229,44 @@ impl H1Conns {
                 drop(expired);
                 idle?
             };
-            // Polled once: one the server closed ends now; a healthy one settles into
-            // waiting for the next request.
-            let ended = poll_fn(|cx| Poll::Ready(drive(&mut idle.conn, cx))).await;
-            if !ended && idle.send.is_ready() {
+            if poll_fn(|cx| Poll::Ready(idle.is_open(cx))).await {
                 return Some(idle);
             }
         }
     }
 
-    async fn connect(&self) -> Result<Box<Held>, SendError> {
+    async fn connect(&self) -> Result<Box<Conn>, SendError> {
         let connect = TcpStream::connect((&*self.host, self.port));
         let tcp = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(Ok(tcp)) => tcp,
             Ok(Err(err)) => return Err(SendError::Connect(err)),
             Err(_elapsed) => {
-                return Err(SendError::Connect(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
+                return Err(SendError::Connect(io::Error::new(
+                    io::ErrorKind::TimedOut,
                     "timeouts.connect elapsed",
                 )));
             }
         };
         // A request head and a small body go out at once, not after a delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let (send, conn) = self.builder.handshake(TokioIo::new(tcp)).await?;
-        Ok(Box::new(Held {
-            send,
-            conn: Some(conn),
+        Ok(Box::new(Conn {
+            tcp,
+            read: BytesMut::new(),
+            next_read: INIT_READ,
             since: Instant::now(),
         }))
     }
 
     /// Keeps a connection whose response ended whole, for the next call.
-    fn checkin(&self, mut held: Box<Held>) {
+    fn checkin(&self, mut conn: Box<Conn>) {
         let now = Instant::now();
-        held.since = now;
+        conn.since = now;
         let mut list = self.lock();
         let mut dropped = self.expired(&mut list, now);
         if list.len() >= MAX_IDLE {
             dropped.extend(list.pop_front());
         }
-        list.push_back(held);
+        list.push_back(conn);
         drop(list);
         // Closed outside the lock.
         drop(dropped);
@@ -256,7 +284,7 @@ impl H1Conns {
     }
 
     /// Takes the connections idle for the limit or longer (the oldest are at the front).
-    fn expired(&self, list: &mut VecDeque<Box<Held>>, now: Instant) -> VecDeque<Box<Held>> {
+    fn expired(&self, list: &mut VecDeque<Box<Conn>>, now: Instant) -> VecDeque<Box<Conn>> {
         let fresh = list
             .iter()
             .position(|i| now.duration_since(i.since) < self.idle_limit)
@@ -274,7 +302,7 @@ impl H1Conns {
 
     /// This thread's list. A poisoned lock only means a thread panicked while holding it; the
     /// list is still a list.
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Box<Held>>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Box<Conn>>> {
         self.idle
             .get_or_default()
             .lock()
@@ -282,33 +310,139 @@ impl H1Conns {
     }
 }
 
-/// Polls a connection once (reads what a response waits for, writes what a request has
-/// left) and lets it go once it ended, closed or broken. True when there is none left.
-fn drive(conn: &mut Option<Conn>, cx: &mut Context<'_>) -> bool {
-    if let Some(c) = conn.as_mut()
-        && Pin::new(c).poll(cx).is_ready()
-    {
-        *conn = None;
+// === impl Conn ===
+
+impl Conn {
+    /// Still open and quiet: a connection the server closed while idle has its end (or, from
+    /// a confused server, stray bytes) waiting to be read.
+    fn is_open(&mut self, cx: &mut Context<'_>) -> bool {
+        match self.tcp.poll_read_ready(cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(self.tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
     }
-    conn.is_none()
+
+    /// The head and the body in one `writev` (more only when the socket takes part of it).
+    async fn write_request(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        let mut slices = [IoSlice::new(head), IoSlice::new(body)];
+        let mut left: &mut [IoSlice<'_>] = &mut slices;
+        if body.is_empty() {
+            left = &mut left[..1];
+        }
+        while !left.is_empty() {
+            let n = self.tcp.write_vectored(left).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut left, n);
+        }
+        Ok(())
+    }
+
+    /// Reads until a final response head is whole (interim 1xx ones are skipped).
+    async fn read_head(&mut self, method: &Method) -> Result<wire::Head, SendError> {
+        loop {
+            if !self.read.is_empty()
+                && let Some(head) = wire::parse_response(&mut self.read, method)?
+            {
+                return Ok(head);
+            }
+            if poll_fn(|cx| self.poll_fill(cx)).await? == 0 {
+                return Err(SendError::Closed);
+            }
+        }
+    }
+
+    /// One read into the buffer; 0 at the connection's end.
+    ///
+    /// Through `AsyncRead` (tokio's `read_buf`) rather than `try_read_buf`: a read that does
+    /// not fill its room tells tokio the socket is drained, so the next wait goes straight to
+    /// the reactor instead of costing a `recvfrom` that finds nothing.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < self.next_read {
+            self.read.reserve(self.next_read);
+        }
+        let room = self.read.capacity() - self.read.len();
+        let n = ready!(pin!(self.tcp.read_buf(&mut self.read)).poll(cx))?;
+        if n >= room {
+            self.next_read = (self.next_read * 2).min(MAX_READ);
+        } else if n < self.next_read / 4 {
+            self.next_read = (self.next_read / 2).max(INIT_READ);
+        }
+        Poll::Ready(Ok(n))
+    }
 }
 
-// === impl Driven ===
+// === impl ResponseBody ===
 
-impl Driven {
-    /// Moves the connection on: reads what the response body is waiting for, writes what is
-    /// left of the request. A connection that ended is let go.
-    pub fn poll(&mut self, cx: &mut Context<'_>) {
-        drive(&mut self.held.conn, cx);
+impl ResponseBody {
+    /// The body ended whole: a connection that stays open, with nothing more in its buffer,
+    /// goes back to the cache.
+    fn finish(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && self.keep_alive
+            && conn.read.is_empty()
+        {
+            self.home.checkin(conn);
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        loop {
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let decoded = match this.decoder.decode(&mut conn.read) {
+                Ok(Decoded::More) => match ready!(conn.poll_fill(cx)) {
+                    Ok(0) => this.decoder.at_eof(),
+                    Ok(_) => continue,
+                    Err(err) => Err(BodyError::Io(err)),
+                },
+                decoded => decoded,
+            };
+            let frame = match decoded {
+                Ok(Decoded::Data(data)) => Frame::data(data),
+                Ok(Decoded::Trailers(trailers)) => Frame::trailers(trailers),
+                Ok(Decoded::End) => {
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                Ok(Decoded::More) => continue,
+                Err(err) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(err)));
+                }
+            };
+            // hyper stops polling a body whose end it was told of (`is_end_stream`): the
+            // connection goes back now, not at a final poll that never comes.
+            if this.decoder.is_done() {
+                this.finish();
+            }
+            return Poll::Ready(Some(Ok(frame)));
+        }
     }
 
-    /// The response ended whole: the connection is polled once more, to settle into waiting
-    /// for the next request, and goes back to the cache.
-    pub fn finish(mut self, cx: &mut Context<'_>) {
-        self.poll(cx);
-        let Driven { held, home } = self;
-        if held.conn.is_some() {
-            home.checkin(held);
+    fn is_end_stream(&self) -> bool {
+        self.decoder.is_done()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.decoder.remaining() {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::new(),
         }
     }
 }

@@ -33,11 +33,13 @@ use tokio::time::Instant;
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
 
-pub use body::{BodyEnd, BodySink, BoxError, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody};
+pub use body::{
+    BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
+};
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
-use h1_conns::{Driven, H1Conns, SendError};
+use h1_conns::{H1Conns, SendError};
 pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
 
@@ -67,8 +69,8 @@ pub type AgentBody = ProxyBody<CallTracker>;
 /// The proxy: shared by every connection and request.
 pub struct Proxy {
     client: UpstreamClient,
-    /// `http://` upstreams: connections driven by the calls (`h1_conns.rs`); `https://` ones
-    /// go through `client`.
+    /// `http://` upstreams: strata's own HTTP/1.1 connections (`h1_conns.rs`), for requests
+    /// whose body is known whole; `https://` ones, and streamed bodies, go through `client`.
     h1: Option<Arc<H1Conns>>,
     ctx: Arc<CallContext>,
     scheme: Scheme,
@@ -180,18 +182,20 @@ impl Proxy {
         }))
     }
 
-    /// One attempt: the request out, the response head back (and the connection, when strata
-    /// drives it).
+    /// One attempt: the request out, the response head back.
     async fn send(
         &self,
         request: Request<RequestBody>,
-    ) -> Result<(Response<Incoming>, Option<Driven>), SendError> {
+    ) -> Result<Response<FromUpstream>, SendError> {
         match &self.h1 {
-            Some(conns) => {
-                let (response, driven) = conns.send(request).await?;
-                Ok((response, Some(driven)))
+            Some(conns) if H1Conns::takes(&request) => {
+                Ok(conns.send(request).await?.map(FromUpstream::H1))
             }
-            None => Ok((self.client.request(request).await?, None)),
+            _ => Ok(self
+                .client
+                .request(request)
+                .await?
+                .map(FromUpstream::Pooled)),
         }
     }
 
@@ -368,8 +372,6 @@ impl Proxy {
         let template =
             (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
         let mut first = Some((parts, first_body));
-        // The connection the response arrives on, when strata drives it.
-        let mut driven = None;
         let response = loop {
             let request = match (first.take(), &template) {
                 (Some((parts, body)), _) => Request::from_parts(parts, body),
@@ -380,13 +382,7 @@ impl Proxy {
             // connection's life (its `in_flight` box) and which moves as a whole.
             let sent =
                 tokio::time::timeout(self.response_head_timeout, Box::pin(self.send(request)))
-                    .await
-                    .map(|sent| {
-                        sent.map(|(response, conn)| {
-                            driven = conn;
-                            response
-                        })
-                    });
+                    .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;
@@ -404,7 +400,6 @@ impl Proxy {
                     waiting.statuses.push(failure.status());
                     waiting.attempts += 1;
                     drop(outcome);
-                    driven = None;
                     tokio::time::sleep(wait).await;
                 }
                 Next::GiveUp(why) => {
@@ -439,7 +434,7 @@ impl Proxy {
         forward::add_via(&mut parts.headers, parts.version);
         add_attempts(&mut parts.headers, waiting.attempts);
         parts.version = Version::HTTP_11;
-        let body = UpstreamBody::new(body, driven, self.body_idle, self.ctx.metrics.clone());
+        let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
         let body = match waiting.take_tracker() {
             Some(mut tracker) => {
                 let content_type = parts

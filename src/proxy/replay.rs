@@ -111,6 +111,18 @@ impl RequestBody {
     }
 }
 
+impl RequestBody {
+    /// The whole body, when it is known before it is sent: the replay buffer's, or none at
+    /// all (an empty stream). `None` for one still to stream.
+    pub fn whole(&self) -> Option<Bytes> {
+        match self {
+            RequestBody::Replay(bytes) => Some(bytes.clone().unwrap_or_default()),
+            RequestBody::Stream(b) if b.is_end_stream() => Some(Bytes::new()),
+            RequestBody::Stream(_) | RequestBody::Prefixed { .. } => None,
+        }
+    }
+}
+
 impl Body for RequestBody {
     type Data = Bytes;
     type Error = BoxError;

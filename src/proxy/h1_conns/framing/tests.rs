@@ -1,0 +1,258 @@
+use bytes::{Bytes, BytesMut};
+use http::header::HeaderMap;
+use http::{Method, StatusCode, Version};
+
+use super::*;
+
+fn framing(method: Method, status: u16, version: Version, headers: &[(&str, &str)]) -> Framing {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        map.append(
+            http::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    Framing::of_response(
+        &method,
+        StatusCode::from_u16(status).unwrap(),
+        version,
+        &mut map,
+    )
+    .unwrap()
+}
+
+/// Feeds `wire` to a decoder in pieces cut at `cuts`, as reads would bring it, and collects
+/// what comes out: the data joined, the trailers, and whether the end was reached.
+fn decode_in_pieces(
+    framing: Framing,
+    wire: &[u8],
+    cuts: &[usize],
+) -> Result<(Vec<u8>, Option<HeaderMap>, bool), BodyError> {
+    let mut decoder = framing.decoder();
+    let mut buf = BytesMut::new();
+    let mut data = Vec::new();
+    let mut trailers = None;
+    let mut at = 0;
+    let mut points: Vec<usize> = cuts.iter().copied().filter(|&c| c < wire.len()).collect();
+    points.sort_unstable();
+    points.push(wire.len());
+    for point in points {
+        buf.extend_from_slice(&wire[at..point.max(at)]);
+        at = point.max(at);
+        loop {
+            match decoder.decode(&mut buf)? {
+                Decoded::Data(d) => data.extend_from_slice(&d),
+                Decoded::Trailers(t) => trailers = Some(t),
+                Decoded::End => return Ok((data, trailers, true)),
+                Decoded::More => break,
+            }
+            if decoder.is_done() {
+                return Ok((data, trailers, true));
+            }
+        }
+    }
+    match decoder.at_eof()? {
+        Decoded::End => Ok((data, trailers, true)),
+        _ => Ok((data, trailers, false)),
+    }
+}
+
+#[test]
+fn framing_follows_rfc_9112_section_6_3() {
+    const HTTP_10: Version = Version::HTTP_10;
+    const HTTP_11: Version = Version::HTTP_11;
+    assert_eq!(
+        framing(Method::HEAD, 200, HTTP_11, &[("content-length", "5")]),
+        Framing::Empty
+    );
+    assert_eq!(framing(Method::POST, 204, HTTP_11, &[]), Framing::Empty);
+    assert_eq!(
+        framing(Method::GET, 304, HTTP_11, &[("content-length", "5")]),
+        Framing::Empty
+    );
+    assert_eq!(
+        framing(Method::POST, 200, HTTP_11, &[("content-length", "0")]),
+        Framing::Empty
+    );
+    assert_eq!(
+        framing(Method::POST, 200, HTTP_11, &[("content-length", "12")]),
+        Framing::Length(12)
+    );
+    // The same length twice, in one field or two, is one length.
+    assert_eq!(
+        framing(Method::POST, 200, HTTP_11, &[("content-length", "7, 7")]),
+        Framing::Length(7)
+    );
+    assert_eq!(
+        framing(
+            Method::POST,
+            200,
+            HTTP_11,
+            &[("content-length", "7"), ("content-length", "7")]
+        ),
+        Framing::Length(7)
+    );
+    assert_eq!(
+        framing(
+            Method::POST,
+            200,
+            HTTP_11,
+            &[("transfer-encoding", "chunked")]
+        ),
+        Framing::Chunked
+    );
+    assert_eq!(
+        framing(
+            Method::POST,
+            200,
+            HTTP_11,
+            &[("transfer-encoding", "gzip, Chunked")]
+        ),
+        Framing::Chunked
+    );
+    // Chunked not last, or in HTTP/1.0: to the close.
+    assert_eq!(
+        framing(
+            Method::POST,
+            200,
+            HTTP_11,
+            &[("transfer-encoding", "chunked, gzip")]
+        ),
+        Framing::Close
+    );
+    assert_eq!(
+        framing(
+            Method::POST,
+            200,
+            HTTP_10,
+            &[("transfer-encoding", "chunked")]
+        ),
+        Framing::Close
+    );
+    assert_eq!(framing(Method::POST, 200, HTTP_11, &[]), Framing::Close);
+}
+
+#[test]
+fn transfer_encoding_wins_over_content_length_which_is_removed() {
+    let mut map = HeaderMap::new();
+    map.insert("content-length", "3".parse().unwrap());
+    map.insert("transfer-encoding", "chunked".parse().unwrap());
+    let f = Framing::of_response(&Method::POST, StatusCode::OK, Version::HTTP_11, &mut map);
+    assert_eq!(f.unwrap(), Framing::Chunked);
+    assert!(!map.contains_key("content-length"));
+}
+
+#[test]
+fn bad_or_conflicting_lengths_are_errors() {
+    for values in [
+        &["5", "6"][..],
+        &["5, 6"],
+        &["-1"],
+        &["0x10"],
+        &[""],
+        &["99999999999999999999"],
+    ] {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append("content-length", v.parse().unwrap());
+        }
+        let f = Framing::of_response(&Method::POST, StatusCode::OK, Version::HTTP_11, &mut map);
+        assert!(matches!(f, Err(HeadError::ContentLength)), "{values:?}");
+    }
+}
+
+#[test]
+fn a_length_body_is_cut_at_its_length_in_any_pieces() {
+    let wire = b"hello, world";
+    for cut in 0..wire.len() {
+        let (data, trailers, ended) = decode_in_pieces(Framing::Length(12), wire, &[cut]).unwrap();
+        assert_eq!(data, wire);
+        assert!(trailers.is_none() && ended);
+    }
+    // Bytes past the length stay in the buffer (they are not the body's).
+    let mut decoder = Framing::Length(3).decoder();
+    let mut buf = BytesMut::from(&b"abcdef"[..]);
+    assert!(
+        matches!(decoder.decode(&mut buf).unwrap(), Decoded::Data(d) if d == Bytes::from_static(b"abc"))
+    );
+    assert!(decoder.is_done());
+    assert_eq!(&buf[..], b"def");
+    // Closed early: incomplete.
+    let err = decode_in_pieces(Framing::Length(20), wire, &[]).unwrap_err();
+    assert!(matches!(err, BodyError::Incomplete));
+}
+
+#[test]
+fn a_close_delimited_body_ends_at_the_close() {
+    let (data, _, ended) = decode_in_pieces(Framing::Close, b"all of it", &[3]).unwrap();
+    assert_eq!(data, b"all of it");
+    assert!(ended);
+}
+
+#[test]
+fn chunked_bodies_decode_whole_at_every_cut() {
+    let wire: &[u8] = b"5\r\nhello\r\n1;name=value\r\n,\r\nA \r\n0123456789\r\n0\r\n\r\n";
+    for a in 0..wire.len() {
+        for b in a..wire.len() {
+            let (data, trailers, ended) =
+                decode_in_pieces(Framing::Chunked, wire, &[a, b]).unwrap();
+            assert_eq!(data, b"hello,0123456789", "cuts {a} {b}");
+            assert!(trailers.is_none());
+            assert!(ended);
+        }
+    }
+}
+
+#[test]
+fn chunked_trailers_come_out_as_a_trailers_frame() {
+    let wire: &[u8] = b"3\r\nabc\r\n0\r\nx-digest: sha-256=abc\r\nx-other: 1\r\n\r\n";
+    for cut in 0..wire.len() {
+        let (data, trailers, ended) = decode_in_pieces(Framing::Chunked, wire, &[cut]).unwrap();
+        assert_eq!(data, b"abc");
+        let trailers = trailers.expect("trailers");
+        assert_eq!(trailers["x-digest"], "sha-256=abc");
+        assert_eq!(trailers["x-other"], "1");
+        assert!(ended);
+    }
+}
+
+#[test]
+fn broken_chunked_framing_is_an_error_not_a_guess() {
+    for wire in [
+        &b"zz\r\nab\r\n0\r\n\r\n"[..],
+        b"\r\n",
+        b"2\r\nabX\r\n0\r\n\r\n",
+        b"2\nab\r\n0\r\n\r\n",
+        b"2;ext\nab\r\n0\r\n\r\n",
+        b"11111111111111111\r\n",
+    ] {
+        let got = decode_in_pieces(Framing::Chunked, wire, &[]);
+        assert!(
+            matches!(got, Err(BodyError::Chunked(_))),
+            "{:?}: {got:?}",
+            String::from_utf8_lossy(wire)
+        );
+    }
+    // Cut off before the last chunk: incomplete.
+    let got = decode_in_pieces(Framing::Chunked, b"3\r\nabc\r\n", &[]);
+    assert!(matches!(got, Err(BodyError::Incomplete)), "{got:?}");
+    // Extensions without end are cut off.
+    let mut wire = b"1;".to_vec();
+    wire.extend(std::iter::repeat_n(b'x', MAX_EXTENSIONS + 1));
+    let got = decode_in_pieces(Framing::Chunked, &wire, &[]);
+    assert!(matches!(got, Err(BodyError::Chunked(_))), "{got:?}");
+}
+
+#[test]
+fn data_frames_are_slices_of_the_read_buffer() {
+    let mut decoder = Framing::Chunked.decoder();
+    let mut buf = BytesMut::from(&b"4\r\nabcd\r\n0\r\n\r\n"[..]);
+    let start = buf.as_ptr() as usize;
+    let Decoded::Data(data) = decoder.decode(&mut buf).unwrap() else {
+        panic!("data first")
+    };
+    assert_eq!(&data[..], b"abcd");
+    assert_eq!(data.as_ptr() as usize, start + 3, "no copy");
+    assert!(matches!(decoder.decode(&mut buf).unwrap(), Decoded::End));
+    assert!(decoder.is_done() && buf.is_empty());
+}

@@ -1,0 +1,196 @@
+//! HTTP/1.1 heads on the upstream connection: the request head written from the forwarded
+//! `http::request::Parts`, the response head parsed in place (RFC 9112).
+//!
+//! Written for strata's own upstream connections (`h1_conns.rs`), with hyper's client
+//! behaviour where the RFC leaves a choice, so nothing an agent sees changes: names go out as
+//! `http` spells them (lower case), values byte for byte; a body of known length gets a
+//! `Content-Length` when the agent's head had none; interim (1xx) responses are skipped; a
+//! non-canonical reason phrase is kept (hyper's `ReasonPhrase` extension, which its server
+//! writes back out); obsolete line folding, a space before a colon, more than
+//! [`MAX_HEADERS`] fields or a head past [`MAX_HEAD`] are errors (502 to the agent).
+
+use std::mem::MaybeUninit;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Response, StatusCode, Version};
+
+use super::framing::Framing;
+
+/// Fields a response head may have (hyper's default).
+pub(super) const MAX_HEADERS: usize = 100;
+
+/// Bytes a response head may take (hyper's default read-buffer limit).
+pub(super) const MAX_HEAD: usize = 8192 + 4096 * 100;
+
+/// Why a response head could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    #[error("invalid response head: {0}")]
+    Parse(#[from] httparse::Error),
+    #[error("response head over {MAX_HEAD} bytes")]
+    TooLarge,
+    #[error("invalid response header {0:?}")]
+    Header(String),
+    #[error("invalid response status {0}")]
+    Status(u16),
+    #[error("conflicting or invalid Content-Length")]
+    ContentLength,
+    #[error("a switch of protocols (101) is not proxied")]
+    Upgrade,
+}
+
+/// A parsed response head: what the agent gets, how its body is framed, and whether the
+/// connection may carry another request afterwards.
+pub(super) struct Head {
+    pub response: Response<()>,
+    pub framing: Framing,
+    pub keep_alive: bool,
+}
+
+/// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, and
+/// `Content-Length: {body_len}` when the agent's head carried none (its `Transfer-Encoding`
+/// was removed as hop-by-hop; this connection frames the body by length).
+pub(super) fn encode_request(
+    out: &mut Vec<u8>,
+    method: &Method,
+    target: &str,
+    headers: &HeaderMap,
+    body_len: usize,
+) {
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // RFC 9110 §8.6: a request whose method gives content a meaning says its length, even 0.
+    if !headers.contains_key(header::CONTENT_LENGTH) && (body_len > 0 || has_content(method)) {
+        out.extend_from_slice(b"content-length: ");
+        push_decimal(out, body_len as u64);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Methods whose request content has a defined meaning (RFC 9110 §9.3).
+fn has_content(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Parses a response head at the front of `buf`. `Ok(None)`: not whole yet (read more).
+/// An interim (1xx) response is consumed and skipped; the head returned is the final one.
+/// The head's bytes are taken off `buf`; header values are slices of them.
+pub(super) fn parse_response(
+    buf: &mut BytesMut,
+    request_method: &Method,
+) -> Result<Option<Head>, HeadError> {
+    loop {
+        // Uninitialised slots: an initialised array of a hundred fields cost more to fill
+        // than the whole parse (callgrind).
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let config = httparse::ParserConfig::default();
+        let len = match config.parse_response_with_uninit_headers(&mut parsed, buf, &mut fields)? {
+            httparse::Status::Complete(len) => len,
+            httparse::Status::Partial if buf.len() > MAX_HEAD => return Err(HeadError::TooLarge),
+            httparse::Status::Partial => return Ok(None),
+        };
+        let code = parsed.code.unwrap_or(0);
+        if (100..200).contains(&code) {
+            if code == 101 {
+                return Err(HeadError::Upgrade);
+            }
+            // 100 Continue, 103 Early Hints: not the answer.
+            buf.advance(len);
+            continue;
+        }
+        let status = StatusCode::from_u16(code).map_err(|_| HeadError::Status(code))?;
+        let version = match parsed.version {
+            Some(0) => Version::HTTP_10,
+            _ => Version::HTTP_11,
+        };
+        let reason = parsed.reason.unwrap_or("");
+        let reason_differs = !reason.is_empty() && status.canonical_reason() != Some(reason);
+        let reason = reason_differs.then(|| Bytes::copy_from_slice(reason.as_bytes()));
+        // Offsets, so the values can be slices of the head once it is cut off the buffer.
+        let base = buf.as_ptr() as usize;
+        let spans: Vec<(usize, usize, usize, usize)> = parsed
+            .headers
+            .iter()
+            .map(|field| {
+                let name = field.name.as_ptr() as usize - base;
+                let value = field.value.as_ptr() as usize - base;
+                (name, field.name.len(), value, field.value.len())
+            })
+            .collect();
+        let head = buf.split_to(len).freeze();
+        // Room for what the proxy adds (`Via`, `strata-attempts`): a full map grows by
+        // rehashing every entry.
+        let mut headers = HeaderMap::with_capacity(spans.len() + 2);
+        for &(name, name_len, value, value_len) in &spans {
+            let name_bytes = &head[name..name + name_len];
+            let name = HeaderName::from_bytes(name_bytes)
+                .map_err(|_| HeadError::Header(String::from_utf8_lossy(name_bytes).into_owned()))?;
+            let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
+                .map_err(|_| HeadError::Header(name.as_str().to_owned()))?;
+            headers.append(name, value);
+        }
+        let framing = Framing::of_response(request_method, status, version, &mut headers)?;
+        let keep_alive = keeps_alive(version, &headers) && !matches!(framing, Framing::Close);
+        let mut response = Response::new(());
+        *response.status_mut() = status;
+        *response.version_mut() = version;
+        *response.headers_mut() = headers;
+        if let Some(reason) = reason
+            && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason)
+        {
+            response.extensions_mut().insert(phrase);
+        }
+        return Ok(Some(Head {
+            response,
+            framing,
+            keep_alive,
+        }));
+    }
+}
+
+/// HTTP/1.1 stays open unless `Connection: close`; HTTP/1.0 only with `keep-alive`
+/// (RFC 9112 §9.3).
+fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
+    let mut close = false;
+    let mut keep = false;
+    for value in headers.get_all(header::CONNECTION) {
+        for token in value.as_bytes().split(|&b| b == b',') {
+            let token = token.trim_ascii();
+            close |= token.eq_ignore_ascii_case(b"close");
+            keep |= token.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    match version {
+        Version::HTTP_10 => keep && !close,
+        _ => !close,
+    }
+}
+
+#[cfg(test)]
+#[path = "wire/tests.rs"]
+mod tests;

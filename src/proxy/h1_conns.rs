@@ -47,6 +47,7 @@ use tokio::time::Instant;
 
 #[cfg(doc)]
 use super::client::POOL_IDLE_TIMEOUT;
+use super::forward::Hop;
 use super::replay::RequestBody;
 
 mod framing;
@@ -180,6 +181,7 @@ impl H1Conns {
     pub async fn send(
         self: &Arc<Self>,
         request: Request<RequestBody>,
+        hop: &Hop,
     ) -> Result<Response<ResponseBody>, SendError> {
         let (parts, body) = request.into_parts();
         let body = body.whole().unwrap_or_default();
@@ -187,7 +189,14 @@ impl H1Conns {
         // travels in `Host` (`forward::set_host`).
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
         let mut head = Vec::with_capacity(128 + 64 * parts.headers.len());
-        wire::encode_request(&mut head, &parts.method, target, &parts.headers, body.len());
+        wire::encode_request(
+            &mut head,
+            &parts.method,
+            target,
+            &parts.headers,
+            hop,
+            body.len(),
+        );
         drop(parts.headers);
         loop {
             let (mut conn, reused) = match self.checkout().await {

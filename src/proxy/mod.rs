@@ -185,17 +185,18 @@ impl Proxy {
     /// One attempt: the request out, the response head back.
     async fn send(
         &self,
-        request: Request<RequestBody>,
+        mut request: Request<RequestBody>,
+        hop: &forward::Hop,
     ) -> Result<Response<FromUpstream>, SendError> {
         match &self.h1 {
             Some(conns) if H1Conns::takes(&request) => {
-                Ok(conns.send(request).await?.map(FromUpstream::H1))
+                Ok(conns.send(request, hop).await?.map(FromUpstream::H1))
             }
-            _ => Ok(self
-                .client
-                .request(request)
-                .await?
-                .map(FromUpstream::Pooled)),
+            _ => {
+                hop.apply(request.headers_mut());
+                let response = self.client.request(request).await?;
+                Ok(response.map(FromUpstream::Pooled))
+            }
         }
     }
 
@@ -302,8 +303,7 @@ impl Proxy {
         if self.h1.is_none() {
             forward::own_values(&mut parts.headers);
         }
-        forward::add_via(&mut parts.headers, parts.version);
-        forward::add_forwarded_for(&mut parts.headers, &peer);
+        let hop = forward::Hop::new(parts.version, &peer);
         let agent_version = parts.version;
         parts.uri = uri;
         // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
@@ -380,9 +380,11 @@ impl Proxy {
             };
             // Boxed: the send future is over half of this one, which hyper keeps for the
             // connection's life (its `in_flight` box) and which moves as a whole.
-            let sent =
-                tokio::time::timeout(self.response_head_timeout, Box::pin(self.send(request)))
-                    .await;
+            let sent = tokio::time::timeout(
+                self.response_head_timeout,
+                Box::pin(self.send(request, &hop)),
+            )
+            .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;

@@ -16,6 +16,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
+use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
 
 /// Fields a response head may have (hyper's default).
 pub(super) const MAX_HEADERS: usize = 100;
@@ -48,7 +49,8 @@ pub(super) struct Head {
     pub keep_alive: bool,
 }
 
-/// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, and
+/// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, this hop's
+/// `Via` and `X-Forwarded-For` (the latter the sum of the head's own and the agent's), and
 /// `Content-Length: {body_len}` when the agent's head carried none (its `Transfer-Encoding`
 /// was removed as hop-by-hop; this connection frames the body by length).
 pub(super) fn encode_request(
@@ -56,6 +58,7 @@ pub(super) fn encode_request(
     method: &Method,
     target: &str,
     headers: &HeaderMap,
+    hop: &Hop,
     body_len: usize,
 ) {
     out.extend_from_slice(method.as_str().as_bytes());
@@ -63,11 +66,15 @@ pub(super) fn encode_request(
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     for (name, value) in headers {
+        if name == X_FORWARDED_FOR {
+            continue;
+        }
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    hop.write(headers, out);
     // RFC 9110 §8.6: a request whose method gives content a meaning says its length, even 0.
     if !headers.contains_key(header::CONTENT_LENGTH) && (body_len > 0 || has_content(method)) {
         out.extend_from_slice(b"content-length: ");

@@ -4,6 +4,11 @@ use http::{Method, StatusCode, Version};
 
 use super::*;
 
+fn hop() -> Hop {
+    let agent = crate::proxy::Peer::new(([10, 0, 0, 7], 4000).into());
+    Hop::new(Version::HTTP_11, &agent)
+}
+
 fn parse(wire: &[u8], method: &Method) -> Result<Option<Head>, HeadError> {
     parse_response(&mut BytesMut::from(wire), method)
 }
@@ -15,17 +20,19 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
     headers.insert("mcp-session-id", "s-1".parse().unwrap());
     headers.append("x-multi", "a".parse().unwrap());
     headers.append("x-multi", "b".parse().unwrap());
+    headers.append("x-forwarded-for", "192.0.2.1".parse().unwrap());
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::POST, "/mcp?x=1", &headers, 17);
+    encode_request(&mut out, &Method::POST, "/mcp?x=1", &headers, &hop(), 17);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "POST /mcp?x=1 HTTP/1.1\r\nhost: up.example:8000\r\nmcp-session-id: s-1\r\n\
-         x-multi: a\r\nx-multi: b\r\ncontent-length: 17\r\n\r\n"
+         x-multi: a\r\nx-multi: b\r\nvia: 1.1 strata\r\n\
+         x-forwarded-for: 192.0.2.1, 10.0.0.7\r\ncontent-length: 17\r\n\r\n"
     );
     // The agent's own Content-Length is kept, not doubled.
     headers.insert("content-length", "17".parse().unwrap());
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::POST, "/", &headers, 17);
+    encode_request(&mut out, &Method::POST, "/", &headers, &hop(), 17);
     assert_eq!(
         String::from_utf8_lossy(&out)
             .matches("content-length")
@@ -34,11 +41,25 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
     );
     // GET without a body says nothing of a length; POST says 0.
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::GET, "/mcp", &HeaderMap::new(), 0);
-    assert_eq!(out, b"GET /mcp HTTP/1.1\r\n\r\n");
+    let hop_lines = "via: 1.1 strata\r\nx-forwarded-for: 10.0.0.7\r\n";
+    encode_request(&mut out, &Method::GET, "/mcp", &HeaderMap::new(), &hop(), 0);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("GET /mcp HTTP/1.1\r\n{hop_lines}\r\n")
+    );
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::POST, "/mcp", &HeaderMap::new(), 0);
-    assert_eq!(out, b"POST /mcp HTTP/1.1\r\ncontent-length: 0\r\n\r\n");
+    encode_request(
+        &mut out,
+        &Method::POST,
+        "/mcp",
+        &HeaderMap::new(),
+        &hop(),
+        0,
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("POST /mcp HTTP/1.1\r\n{hop_lines}content-length: 0\r\n\r\n")
+    );
 }
 
 #[test]

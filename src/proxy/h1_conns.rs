@@ -458,3 +458,61 @@ impl Body for ResponseBody {
 
 #[cfg(test)]
 mod tests;
+
+/// What [`read_response`] found.
+#[doc(hidden)]
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReadResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+    /// Trailer fields seen.
+    pub trailers: usize,
+}
+
+/// Reads `wire` as the connection does — a response head to a request with `method`, then
+/// its body to its end — fed in pieces of `step` bytes, with the connection closing after
+/// the last. `Err` names what was wrong. For the fuzz target (`fuzz/fuzz_targets/upstream_h1.rs`),
+/// which checks that any bytes, at any cuts, end in an answer or an error, never a panic or
+/// a loop, and that the cuts do not change the answer.
+#[doc(hidden)]
+pub fn read_response(wire: &[u8], step: usize, method: &Method) -> Result<ReadResponse, String> {
+    let step = step.max(1);
+    let mut pieces = wire.chunks(step);
+    let mut buf = BytesMut::new();
+    let head = loop {
+        if let Some(head) = wire::parse_response(&mut buf, method).map_err(|e| e.to_string())? {
+            break head;
+        }
+        match pieces.next() {
+            Some(piece) => buf.extend_from_slice(piece),
+            None => return Err(SendError::Closed.to_string()),
+        }
+    };
+    let mut decoder = head.framing.decoder();
+    let mut body = Vec::new();
+    let mut trailers = 0;
+    loop {
+        let decoded = match decoder.decode(&mut buf).map_err(|e| e.to_string())? {
+            Decoded::More => match pieces.next() {
+                Some(piece) => {
+                    buf.extend_from_slice(piece);
+                    continue;
+                }
+                None => decoder.at_eof().map_err(|e| e.to_string())?,
+            },
+            decoded => decoded,
+        };
+        match decoded {
+            Decoded::Data(data) => body.extend_from_slice(&data),
+            Decoded::Trailers(fields) => trailers = fields.len(),
+            Decoded::End | Decoded::More => {}
+        }
+        if decoder.is_done() {
+            return Ok(ReadResponse {
+                status: head.response.status().as_u16(),
+                body,
+                trailers,
+            });
+        }
+    }
+}

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use crate::classify::{Layer, Outcome};
 
+mod held;
+pub use held::AfterPoll;
+
 /// The `tracing` target of call records, so they can be routed or silenced on their own
 /// (e.g. `RUST_LOG=info,strata::call=off`).
 pub const CALL_TARGET: &str = "strata::call";
@@ -128,6 +131,37 @@ impl<'a> CallRecord<'a> {
         self.error_code = Some(code);
         self.error_message_len = Some(message.len());
         self.error_message = log_messages.then(|| Cow::Owned(message.to_owned()));
+    }
+
+    /// Writes the record when the connection's poll that settled it ends (after the answer's
+    /// bytes went out), or now outside a server's connection (see `calllog/held.rs`).
+    pub fn emit_after_poll(self) {
+        held::emit_after_poll(self);
+    }
+
+    /// The record with its texts owned, to be written later.
+    pub fn into_owned(self) -> CallRecord<'static> {
+        let owned = |text: Option<Cow<'_, str>>| text.map(|t| Cow::Owned(t.into_owned()));
+        CallRecord {
+            upstream: self.upstream,
+            session: self.session,
+            client: owned(self.client),
+            protocol_version: owned(self.protocol_version),
+            method: Cow::Owned(self.method.into_owned()),
+            tool: owned(self.tool),
+            jsonrpc_id: Cow::Owned(self.jsonrpc_id.into_owned()),
+            attempts: self.attempts,
+            http_statuses: self.http_statuses,
+            content_type: owned(self.content_type),
+            sse_events: self.sse_events,
+            error_code: self.error_code,
+            error_message_len: self.error_message_len,
+            error_message: owned(self.error_message),
+            result_type: owned(self.result_type),
+            outcome: self.outcome,
+            retry_origin: self.retry_origin,
+            duration: self.duration,
+        }
     }
 
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message

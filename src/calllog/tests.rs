@@ -121,3 +121,70 @@ fn string_ids_keep_their_quotes() {
     assert_eq!(lines[0]["retry_origin"], "none");
     assert_eq!(lines[0]["http_statuses"], "");
 }
+
+/// Inside an `AfterPoll` a record waits for the poll to end — and is written then, borrowed
+/// texts and all; outside one it is written at once.
+#[test]
+fn after_poll_writes_held_records_when_the_poll_ends() {
+    use std::future::{Future, poll_fn};
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    let (guard, logs) = capture_json();
+    tool_call().emit_after_poll();
+    assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 1, "no scope: at once");
+
+    let mut polls = 0;
+    let counted = logs.clone();
+    let inner = poll_fn(|cx| {
+        polls += 1;
+        let method = format!("tools/call#{polls}");
+        let mut record = tool_call();
+        record.method = Cow::Borrowed(&method);
+        record.emit_after_poll();
+        // Not yet: the poll that settled it has not ended.
+        assert_eq!(counted.json_lines_for(CALL_TARGET).len(), polls);
+        if polls < 2 {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    });
+    let mut scoped = pin!(AfterPoll::new(inner));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(scoped.as_mut().poll(&mut cx).is_pending());
+    let lines = logs.json_lines_for(CALL_TARGET);
+    assert_eq!(lines.len(), 2, "written when the first poll ended");
+    assert_eq!(lines[1]["method"], "tools/call#1");
+    assert!(scoped.as_mut().poll(&mut cx).is_ready());
+    let lines = logs.json_lines_for(CALL_TARGET);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[2]["method"], "tools/call#2");
+    assert_eq!(lines[2]["tool"], "echo");
+    drop(guard);
+}
+
+/// A panic inside the scope still writes what it held, and the thread's next scope starts
+/// clean (not nested in the broken one).
+#[test]
+fn a_panic_in_the_scope_loses_no_record() {
+    use std::future::{Future, poll_fn};
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    let (guard, logs) = capture_json();
+    let broken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let inner = poll_fn(|_| -> Poll<()> {
+            tool_call().emit_after_poll();
+            panic!("inside the scope");
+        });
+        let mut scoped = pin!(AfterPoll::new(inner));
+        let _ = scoped.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    }));
+    assert!(broken.is_err());
+    assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 1);
+    tool_call().emit_after_poll();
+    assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 2, "no scope left open");
+    drop(guard);
+}

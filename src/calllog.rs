@@ -139,31 +139,6 @@ impl<'a> CallRecord<'a> {
         held::emit_after_poll(self);
     }
 
-    /// The record with its texts owned, to be written later.
-    pub fn into_owned(self) -> CallRecord<'static> {
-        let owned = |text: Option<Cow<'_, str>>| text.map(|t| Cow::Owned(t.into_owned()));
-        CallRecord {
-            upstream: self.upstream,
-            session: self.session,
-            client: owned(self.client),
-            protocol_version: owned(self.protocol_version),
-            method: Cow::Owned(self.method.into_owned()),
-            tool: owned(self.tool),
-            jsonrpc_id: Cow::Owned(self.jsonrpc_id.into_owned()),
-            attempts: self.attempts,
-            http_statuses: self.http_statuses,
-            content_type: owned(self.content_type),
-            sse_events: self.sse_events,
-            error_code: self.error_code,
-            error_message_len: self.error_message_len,
-            error_message: owned(self.error_message),
-            result_type: owned(self.result_type),
-            outcome: self.outcome,
-            retry_origin: self.retry_origin,
-            duration: self.duration,
-        }
-    }
-
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message
     /// "call", one field per record field (absent options are left out). The JSON format
     /// renders it as one line with the fields at the top level.

@@ -132,7 +132,11 @@ fn after_poll_writes_held_records_when_the_poll_ends() {
 
     let (guard, logs) = capture_json();
     tool_call().emit_after_poll();
-    assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 1, "no scope: at once");
+    assert_eq!(
+        logs.json_lines_for(CALL_TARGET).len(),
+        1,
+        "no scope: at once"
+    );
 
     let mut polls = 0;
     let counted = logs.clone();
@@ -160,8 +164,15 @@ fn after_poll_writes_held_records_when_the_poll_ends() {
     assert!(scoped.as_mut().poll(&mut cx).is_ready());
     let lines = logs.json_lines_for(CALL_TARGET);
     assert_eq!(lines.len(), 3);
-    assert_eq!(lines[2]["method"], "tools/call#2");
-    assert_eq!(lines[2]["tool"], "echo");
+    // Every field survives the wait, texts and numbers alike.
+    let mut direct = lines[0].clone();
+    direct["method"] = "tools/call#2".into();
+    direct.as_object_mut().unwrap().remove("timestamp");
+    let mut held = lines[2].clone();
+    held.as_object_mut().unwrap().remove("timestamp");
+    assert_eq!(held, direct);
+    assert_eq!(lines[2]["http_statuses"], "503,200");
+    assert_eq!(lines[2]["client"], "claude-code@1.2.3");
     drop(guard);
 }
 
@@ -180,11 +191,17 @@ fn a_panic_in_the_scope_loses_no_record() {
             panic!("inside the scope");
         });
         let mut scoped = pin!(AfterPoll::new(inner));
-        let _ = scoped.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        let _ = scoped
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
     }));
     assert!(broken.is_err());
     assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 1);
     tool_call().emit_after_poll();
-    assert_eq!(logs.json_lines_for(CALL_TARGET).len(), 2, "no scope left open");
+    assert_eq!(
+        logs.json_lines_for(CALL_TARGET).len(),
+        2,
+        "no scope left open"
+    );
     drop(guard);
 }

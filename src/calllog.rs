@@ -14,9 +14,6 @@ use std::time::Duration;
 
 use crate::classify::{Layer, Outcome};
 
-mod held;
-pub use held::AfterPoll;
-
 /// The `tracing` target of call records, so they can be routed or silenced on their own
 /// (e.g. `RUST_LOG=info,strata::call=off`).
 pub const CALL_TARGET: &str = "strata::call";
@@ -131,12 +128,6 @@ impl<'a> CallRecord<'a> {
         self.error_code = Some(code);
         self.error_message_len = Some(message.len());
         self.error_message = log_messages.then(|| Cow::Owned(message.to_owned()));
-    }
-
-    /// Writes the record when the connection's poll that settled it ends (after the answer's
-    /// bytes went out), or now outside a server's connection (see `calllog/held.rs`).
-    pub fn emit_after_poll(self) {
-        held::emit_after_poll(self);
     }
 
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message

@@ -24,7 +24,7 @@ use strata::telemetry::CapturedLogs;
 use strata::testbed::client::{McpClient, Reply, SseReader, Transport};
 use strata::testbed::{SCENARIOS, Scenario};
 use support::upstream::{ScriptedUpstream, full, respond};
-use support::{LIMIT, Stack, delta_after, just, key, records_when, wait_records};
+use support::{LIMIT, Stack, delta_after, just, key, records, wait_records};
 use tokio::time::{Instant, sleep, timeout};
 
 use Outcome::*;
@@ -173,10 +173,7 @@ async fn every_scenario_through_strata_in_both_eras() {
     }
     // Exactly one classification per request, and one record each.
     assert_eq!(all.values().sum::<u64>(), requests, "{all:?}");
-    assert_eq!(
-        records_when(&logs, requests as usize).await.len() as u64,
-        requests
-    );
+    assert_eq!(records(&logs).len() as u64, requests);
 }
 
 #[tokio::test]
@@ -245,7 +242,7 @@ async fn other_methods_are_success_or_their_own_error() {
     ]);
     assert_eq!(d, want);
 
-    let recs = records_when(&logs, 6).await;
+    let recs = records(&logs);
     assert_eq!(recs.len(), 6);
     let init = &recs[0];
     assert_eq!(init["method"], "initialize");
@@ -601,7 +598,7 @@ async fn batch_case(
     // Nothing more trickles in.
     sleep(Duration::from_millis(20)).await;
     assert_eq!(d, support::delta(&before, &support::counts(&strata)));
-    (d, support::records_when(&logs, n as usize).await)
+    (d, records(&logs))
 }
 
 #[tokio::test]

@@ -373,7 +373,7 @@ pub(super) fn record_call(
         record.error_message = verdict.error_message.as_ref().map(|m| m.text_lossy());
     }
     record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
-    record.emit_after_poll();
+    record.emit();
 }
 
 /// The request id as JSON text: `7`, or `"abc"` with its quotes.

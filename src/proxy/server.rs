@@ -38,7 +38,6 @@ use tokio::time::Instant;
 
 use super::tls::{AgentIo, AgentTls};
 use super::{AgentBody, CurrentProxy, Peer};
-use crate::calllog::AfterPoll;
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -179,23 +178,21 @@ pub async fn serve(
                     let ended = if h1 {
                         // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and an
                         // upgrade hyper would hand over has no taker either way.
-                        // Call records are written after the poll that answered them
-                        // (`calllog/held.rs`).
-                        let conn = std::pin::pin!(AfterPoll::new(
+                        let conn = std::pin::pin!(
                             watcher.watch(builder.1.serve_connection(TokioIo::new(io), service))
-                        ));
+                        );
                         run(conn, deadline, &started).await
                     } else {
                         // Boxed: inline beside the h1 connection, it nearly doubled this
                         // task's size for every connection's life.
-                        let mut conn = Box::pin(AfterPoll::new(
+                        let mut conn = Box::pin(
                             watcher.watch(
                                 builder
                                     .0
                                     .serve_connection_with_upgrades(TokioIo::new(io), service)
                                     .into_owned(),
                             ),
-                        ));
+                        );
                         run(conn.as_mut(), deadline, &started).await
                     };
                     match ended {

@@ -186,19 +186,6 @@ pub fn records(logs: &CapturedLogs) -> Vec<Value> {
         .collect()
 }
 
-/// Waits until at least `n` call records were captured (a record is written when the poll
-/// that answered its call ends, just after the answer: `calllog/held.rs`); returns them all.
-pub async fn records_when(logs: &CapturedLogs, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let found = records(logs);
-        if found.len() >= n || Instant::now() >= deadline {
-            return found;
-        }
-        sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// The call records of `tool` (tools/call).
 pub fn records_of(logs: &CapturedLogs, tool: &str) -> Vec<Value> {
     records(logs)

@@ -244,6 +244,19 @@ fn broken_chunked_framing_is_an_error_not_a_guess() {
 }
 
 #[test]
+fn trailers_past_their_limit_are_an_error() {
+    let mut wire = b"0\r\nx-big: ".to_vec();
+    wire.extend(std::iter::repeat_n(b'a', MAX_TRAILERS));
+    // Unterminated: refused once the buffer passes the limit.
+    let got = decode_in_pieces(Framing::Chunked, &wire, &[]);
+    assert!(matches!(got, Err(BodyError::Trailers)), "{got:?}");
+    // Terminated, but longer than the limit: refused too.
+    wire.extend_from_slice(b"\r\n\r\n");
+    let got = decode_in_pieces(Framing::Chunked, &wire, &[]);
+    assert!(matches!(got, Err(BodyError::Trailers)), "{got:?}");
+}
+
+#[test]
 fn data_frames_are_slices_of_the_read_buffer() {
     let mut decoder = Framing::Chunked.decoder();
     let mut buf = BytesMut::from(&b"4\r\nabcd\r\n0\r\n\r\n"[..]);

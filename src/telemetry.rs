@@ -3,7 +3,7 @@
 //! read back exactly what would have been logged.
 
 mod json;
-pub(crate) use json::write_string;
+pub(crate) use json::{decimal, write_string};
 mod stdout;
 
 use std::io::{self, IsTerminal, Write};

@@ -156,8 +156,15 @@ impl<W: Write> Visit for Fields<'_, W> {
 }
 
 /// A decimal integer without `fmt`'s padding machinery (several hundred instructions a number).
-fn write_u64(w: &mut impl Write, mut value: u64) -> fmt::Result {
+fn write_u64(w: &mut impl Write, value: u64) -> fmt::Result {
     let mut digits = [0u8; 20];
+    // Only ASCII digits were written.
+    w.write_str(std::str::from_utf8(decimal(value, &mut digits)).map_err(|_| fmt::Error)?)
+}
+
+/// `value`'s decimal digits, written at the end of `digits` (also the upstream request head's
+/// `Content-Length`, `proxy/h1_conns/wire.rs`).
+pub(crate) fn decimal(mut value: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -167,8 +174,7 @@ fn write_u64(w: &mut impl Write, mut value: u64) -> fmt::Result {
             break;
         }
     }
-    // Only ASCII digits were written.
-    w.write_str(std::str::from_utf8(&digits[at..]).map_err(|_| fmt::Error)?)
+    &digits[at..]
 }
 
 /// A JSON string, quoted and escaped (also the call log's `jsonrpc_id` for a string id).

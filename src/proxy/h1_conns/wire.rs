@@ -17,6 +17,7 @@ use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
+use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).
 pub(super) const MAX_HEADERS: usize = 100;
@@ -78,7 +79,7 @@ pub(super) fn encode_request(
     // RFC 9110 §8.6: a request whose method gives content a meaning says its length, even 0.
     if !headers.contains_key(header::CONTENT_LENGTH) && (body_len > 0 || has_content(method)) {
         out.extend_from_slice(b"content-length: ");
-        push_decimal(out, body_len as u64);
+        out.extend_from_slice(decimal(body_len as u64, &mut [0; 20]));
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -87,20 +88,6 @@ pub(super) fn encode_request(
 /// Methods whose request content has a defined meaning (RFC 9110 §9.3).
 fn has_content(method: &Method) -> bool {
     matches!(*method, Method::POST | Method::PUT | Method::PATCH)
-}
-
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Parses a response head at the front of `buf`. `Ok(None)`: not whole yet (read more).

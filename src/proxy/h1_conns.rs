@@ -8,8 +8,8 @@
 //! call (sessions 3–8): it still passed the request and the response through channels, built
 //! and moved its messages by value, and cost ~18k instructions of a ~70k call (callgrind).
 //! Here the call writes its request head and body in one `writev`, parses the response head
-//! in place ([`wire`]) and cuts the body's frames out of the read buffer as they arrive
-//! ([`framing`]): frames that arrived together go to the agent together, nothing is spawned
+//! in place (`wire.rs`) and cuts the body's frames out of the read buffer as they arrive
+//! (`framing.rs`): frames that arrived together go to the agent together, nothing is spawned
 //! or sent across a channel. It takes requests whose body is known whole — the replay
 //! buffer's, or none — which is every call while retries are on (the default); a streamed
 //! body, and `https://` upstreams (TLS, h2 by ALPN), go through hyper-util's client.
@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery};
-use http::{Method, Request, Response};
+use http::{Method, Response};
 use http_body::{Body, Frame, SizeHint};
 use thread_local::ThreadLocal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -48,6 +48,7 @@ use tokio::time::Instant;
 #[cfg(doc)]
 use super::client::POOL_IDLE_TIMEOUT;
 use super::forward::Hop;
+#[cfg(doc)]
 use super::replay::RequestBody;
 
 mod framing;
@@ -172,21 +173,14 @@ impl H1Conns {
         conns
     }
 
-    /// Whether [`H1Conns::send`] takes this request: its body is known whole (the replay
-    /// buffer's) or there is none. Others go through hyper-util's client.
-    pub fn takes(request: &Request<RequestBody>) -> bool {
-        request.body().whole().is_some()
-    }
-
-    /// Sends `request` (one [`H1Conns::takes`]) on an idle connection, or a new one, and
-    /// reads the response head.
+    /// Sends a request whose body is known whole ([`RequestBody::whole`]) on an idle
+    /// connection, or a new one, and reads the response head.
     pub async fn send(
         self: &Arc<Self>,
-        request: Request<RequestBody>,
+        parts: http::request::Parts,
+        body: Bytes,
         hop: &Hop,
     ) -> Result<Response<ResponseBody>, SendError> {
-        let (parts, body) = request.into_parts();
-        let body = body.whole().unwrap_or_default();
         // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
         // travels in `Host` (`forward::set_host`).
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);

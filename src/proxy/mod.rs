@@ -191,16 +191,16 @@ impl Proxy {
         mut request: Request<RequestBody>,
         hop: &forward::Hop,
     ) -> Result<Response<FromUpstream>, SendError> {
-        match &self.h1 {
-            Some(conns) if H1Conns::takes(&request) => {
-                Ok(conns.send(request, hop).await?.map(FromUpstream::H1))
-            }
-            _ => {
-                hop.apply(request.headers_mut());
-                let response = self.client.request(request).await?;
-                Ok(response.map(FromUpstream::Pooled))
-            }
+        // strata's own connections take a body known whole (the replay buffer's, or none).
+        if let Some(conns) = &self.h1
+            && let Some(body) = request.body().whole()
+        {
+            let (parts, _whole) = request.into_parts();
+            return Ok(conns.send(parts, body, hop).await?.map(FromUpstream::H1));
         }
+        hop.apply(request.headers_mut());
+        let response = self.client.request(request).await?;
+        Ok(response.map(FromUpstream::Pooled))
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {

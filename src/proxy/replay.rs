@@ -109,9 +109,7 @@ impl RequestBody {
             rest: ObservedBody::new(rest, sink),
         }
     }
-}
 
-impl RequestBody {
     /// The whole body, when it is known before it is sent: the replay buffer's, or none at
     /// all (an empty stream). `None` for one still to stream.
     pub fn whole(&self) -> Option<Bytes> {

@@ -15,7 +15,7 @@
 //! - `limits.max_h2_streams`: streams beyond it are refused by h2 (RST_STREAM REFUSED_STREAM).
 //!
 //! A plain-TCP connection whose first bytes are not h2's preface is served by hyper's h1
-//! connection directly rather than through the auto builder (see [`plain_h1`]): the auto
+//! connection directly rather than through the auto builder (see `plain_h1`): the auto
 //! builder reads up to 24 bytes to tell h1 from h2 and puts them in front of the rest, so
 //! hyper's first read returns those 24 bytes alone, and its next read, finding its 8 KiB buffer
 //! 24 bytes short, grows it to 16 KiB — for the connection's life (an SSE stream's: hours).

@@ -59,77 +59,51 @@ fn decode_in_pieces(
 
 #[test]
 fn framing_follows_rfc_9112_section_6_3() {
+    use Framing::{Chunked, Close, Empty, Length};
     const HTTP_10: Version = Version::HTTP_10;
     const HTTP_11: Version = Version::HTTP_11;
-    assert_eq!(
-        framing(Method::HEAD, 200, HTTP_11, &[("content-length", "5")]),
-        Framing::Empty
+    const CL: &str = "content-length";
+    const TE: &str = "transfer-encoding";
+    /// A request method, the response's status, version and headers; the framing they give.
+    type Case = (
+        Method,
+        u16,
+        Version,
+        &'static [(&'static str, &'static str)],
+        Framing,
     );
-    assert_eq!(framing(Method::POST, 204, HTTP_11, &[]), Framing::Empty);
-    assert_eq!(
-        framing(Method::GET, 304, HTTP_11, &[("content-length", "5")]),
-        Framing::Empty
-    );
-    assert_eq!(
-        framing(Method::POST, 200, HTTP_11, &[("content-length", "0")]),
-        Framing::Empty
-    );
-    assert_eq!(
-        framing(Method::POST, 200, HTTP_11, &[("content-length", "12")]),
-        Framing::Length(12)
-    );
-    // The same length twice, in one field or two, is one length.
-    assert_eq!(
-        framing(Method::POST, 200, HTTP_11, &[("content-length", "7, 7")]),
-        Framing::Length(7)
-    );
-    assert_eq!(
-        framing(
+    let cases: &[Case] = &[
+        (Method::HEAD, 200, HTTP_11, &[(CL, "5")], Empty),
+        (Method::POST, 204, HTTP_11, &[], Empty),
+        (Method::GET, 304, HTTP_11, &[(CL, "5")], Empty),
+        (Method::POST, 200, HTTP_11, &[(CL, "0")], Empty),
+        (Method::POST, 200, HTTP_11, &[(CL, "12")], Length(12)),
+        // The same length twice, in one field or two, is one length.
+        (Method::POST, 200, HTTP_11, &[(CL, "7, 7")], Length(7)),
+        (
             Method::POST,
             200,
             HTTP_11,
-            &[("content-length", "7"), ("content-length", "7")]
+            &[(CL, "7"), (CL, "7")],
+            Length(7),
         ),
-        Framing::Length(7)
-    );
-    assert_eq!(
-        framing(
+        (Method::POST, 200, HTTP_11, &[(TE, "chunked")], Chunked),
+        (
             Method::POST,
             200,
             HTTP_11,
-            &[("transfer-encoding", "chunked")]
+            &[(TE, "gzip, Chunked")],
+            Chunked,
         ),
-        Framing::Chunked
-    );
-    assert_eq!(
-        framing(
-            Method::POST,
-            200,
-            HTTP_11,
-            &[("transfer-encoding", "gzip, Chunked")]
-        ),
-        Framing::Chunked
-    );
-    // Chunked not last, or in HTTP/1.0: to the close.
-    assert_eq!(
-        framing(
-            Method::POST,
-            200,
-            HTTP_11,
-            &[("transfer-encoding", "chunked, gzip")]
-        ),
-        Framing::Close
-    );
-    assert_eq!(
-        framing(
-            Method::POST,
-            200,
-            HTTP_10,
-            &[("transfer-encoding", "chunked")]
-        ),
-        Framing::Close
-    );
-    assert_eq!(framing(Method::POST, 200, HTTP_11, &[]), Framing::Close);
+        // Chunked not last, or in HTTP/1.0: to the close.
+        (Method::POST, 200, HTTP_11, &[(TE, "chunked, gzip")], Close),
+        (Method::POST, 200, HTTP_10, &[(TE, "chunked")], Close),
+        (Method::POST, 200, HTTP_11, &[], Close),
+    ];
+    for (method, status, version, headers, want) in cases {
+        let got = framing(method.clone(), *status, *version, headers);
+        assert_eq!(got, *want, "{method} {status} {version:?} {headers:?}");
+    }
 }
 
 #[test]

@@ -55,6 +55,7 @@ mod framing;
 mod wire;
 
 pub use framing::BodyError;
+pub(super) use framing::parse_length;
 use framing::{Decoded, Decoder};
 pub use wire::HeadError;
 

@@ -1,12 +1,14 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
+mod agent_h1;
 mod attempt;
 mod body;
 mod call;
 pub mod client;
 mod clients;
 mod forward;
+mod from_agent;
 pub mod h1_conns;
 mod inspect;
 mod keepalive;
@@ -27,7 +29,6 @@ use std::time::Duration;
 use http::header::{self, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::config::{self, Config, HostHeader};
@@ -39,6 +40,7 @@ pub use body::{
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
+pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, SendError};
 pub use keepalive::KeepAlive;
 pub use resume::ResumeRegistry;
@@ -203,6 +205,18 @@ impl Proxy {
         Ok(response.map(FromUpstream::Pooled))
     }
 
+    /// How much of a POST body strata's own agent connection (`agent_h1.rs`) may read before
+    /// the request is served, and the pause it may wait between reads: the replay buffer's cap
+    /// and `timeouts.request_body_idle`, when `handle` would read this body into that buffer
+    /// anyway (retries on, or an `Idempotency-Key`); `None` when it streams it.
+    pub(crate) fn body_read_ahead(
+        &self,
+        idempotency_key: bool,
+    ) -> Option<(usize, Option<Duration>)> {
+        (self.policy.retries_enabled() || idempotency_key)
+            .then(|| (self.policy.replay_cap(), self.request_body_idle))
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.ctx.metrics
     }
@@ -214,7 +228,7 @@ impl Proxy {
     /// Serves one agent request.
     pub async fn handle(
         self: Arc<Self>,
-        req: Request<Incoming>,
+        req: Request<FromAgent>,
         peer: Peer,
     ) -> Result<Response<AgentBody>, Infallible> {
         let agent = peer.addr;

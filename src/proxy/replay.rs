@@ -10,11 +10,11 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use tokio::sync::oneshot;
 
 use super::body::{BodySink, BoxError, ObservedBody};
+use super::from_agent::FromAgent;
 use super::inspect::InspectSink;
 
 /// What reading up to the cap gave.
@@ -22,7 +22,7 @@ pub(super) enum Buffered {
     /// The whole body, within the cap.
     Whole(Bytes),
     /// The cap was passed: the chunks read so far, and the rest still to stream.
-    Over { prefix: Vec<Bytes>, rest: Incoming },
+    Over { prefix: Vec<Bytes>, rest: FromAgent },
 }
 
 /// Why a body could not be read into the buffer.
@@ -36,10 +36,16 @@ pub(super) enum ReadError {
 /// Reads a body until its end or until more than `cap` bytes were read, with at most `idle`
 /// between frames: the agent is waiting for nothing here, so a pause is its own doing.
 pub(super) async fn read_up_to(
-    mut body: Incoming,
+    mut body: FromAgent,
     cap: usize,
     idle: Option<std::time::Duration>,
 ) -> Result<Buffered, ReadError> {
+    // Read already (strata's own agent connection): no frames to wait for.
+    if let Some(whole) = body.whole()
+        && whole.len() <= cap
+    {
+        return Ok(Buffered::Whole(whole));
+    }
     let mut chunks = Vec::new();
     let mut total = 0usize;
     loop {
@@ -78,7 +84,7 @@ fn concat(mut chunks: Vec<Bytes>, total: usize) -> Bytes {
 }
 
 /// The agent's body on its way upstream, observed by the request inspector.
-pub(super) type Observed = ObservedBody<Incoming, InspectSink>;
+pub(super) type Observed = ObservedBody<FromAgent, InspectSink>;
 
 /// The body of one upstream attempt.
 pub enum RequestBody {
@@ -89,7 +95,7 @@ pub enum RequestBody {
     /// Past the cap: the buffered prefix, then the rest streamed.
     Prefixed {
         prefix: VecDeque<Bytes>,
-        rest: ObservedBody<Incoming, InspectSink>,
+        rest: ObservedBody<FromAgent, InspectSink>,
     },
 }
 
@@ -100,7 +106,7 @@ impl RequestBody {
         (RequestBody::Stream(body), back)
     }
 
-    pub fn prefixed(prefix: Vec<Bytes>, rest: Incoming, mut sink: InspectSink) -> RequestBody {
+    pub fn prefixed(prefix: Vec<Bytes>, rest: FromAgent, mut sink: InspectSink) -> RequestBody {
         for chunk in &prefix {
             sink.on_data(chunk);
         }

@@ -36,8 +36,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::agent_h1::{self, HeadLimits, Served};
 use super::tls::{AgentIo, AgentTls};
-use super::{AgentBody, CurrentProxy, Peer};
+use super::{AgentBody, CurrentProxy, FromAgent, Peer};
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -98,6 +99,17 @@ pub async fn serve(
     // Dropped at shutdown: a connection still waiting for its first bytes (`plain_h1`) is not
     // yet watched by `graceful`, and ends then rather than at `header_read`.
     let (stop, stopping) = tokio::sync::watch::channel(());
+    // strata's own connections (`agent_h1.rs`) are not hyper's, so `graceful` does not
+    // watch them: each holds a receiver of this, and the drain waits until none is left.
+    let (live, unwatched) = tokio::sync::watch::channel(());
+    drop(unwatched);
+    let own_settings = agent_h1::Settings {
+        header_read: settings.header_read,
+        limits: HeadLimits {
+            max_bytes: settings.max_header_bytes,
+            max_fields: settings.max_headers,
+        },
+    };
     let metrics = proxy.load().metrics().clone();
     // Refusals are logged once per episode of saturation, not once per refused connection.
     let mut saturated = false;
@@ -126,6 +138,7 @@ pub async fn serve(
                 saturated = false;
                 let _ = stream.set_nodelay(true);
                 let current = proxy.clone();
+                let (own, own_peer) = (proxy.clone(), Peer::new(agent));
                 let started = Arc::new(AtomicBool::new(false));
                 let first = started.clone();
                 let peer = Peer::new(agent);
@@ -135,6 +148,7 @@ pub async fn serve(
                     // connection's life (h1's `in_flight`), and `handle`'s is ~2.6 KB that an
                     // SSE stream would keep for hours after its head went out. Boxed, that
                     // room is a pointer and the future is freed once the head is out.
+                    let req = req.map(FromAgent::Hyper);
                     let handle: HandleFuture = Box::pin(current.load().handle(req, peer.clone()));
                     handle
                 });
@@ -143,8 +157,11 @@ pub async fn serve(
                 let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
                 let (metrics, header_read) = (metrics.clone(), settings.header_read);
                 let mut stopping = stopping.clone();
+                // Held for the connection's life: the drain waits for every one.
+                let live = live.subscribe();
                 tokio::spawn(async move {
                     let _permit = permit;
+                    let _live = live;
                     // The TLS handshake runs here, not in the accept loop: a slow agent delays
                     // only itself. It is bounded by `header_read` too. Boxed: its future is
                     // larger than the connection's, and would size this task for its life.
@@ -170,30 +187,54 @@ pub async fn serve(
                             return;
                         }
                     };
-                    drop(stopping);
                     // Each connection is built in place, in one expression, and `run` borrows
                     // it: a connection moved through named locals or into an async fn's
                     // argument keeps a slot in this task's future at each step (~0.7 KB each),
                     // for the connection's life.
-                    let ended = if h1 {
-                        // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and an
-                        // upgrade hyper would hand over has no taker either way.
-                        let conn = std::pin::pin!(
-                            watcher.watch(builder.1.serve_connection(TokioIo::new(io), service))
-                        );
-                        run(conn, deadline, &started).await
-                    } else {
-                        // Boxed: inline beside the h1 connection, it nearly doubled this
-                        // task's size for every connection's life.
-                        let mut conn = Box::pin(
-                            watcher.watch(
-                                builder
-                                    .0
-                                    .serve_connection_with_upgrades(TokioIo::new(io), service)
-                                    .into_owned(),
-                            ),
-                        );
-                        run(conn.as_mut(), deadline, &started).await
+                    let ended = match io {
+                        AgentIo::Plain(tcp) if h1 => {
+                            // strata's own HTTP/1.1 connection; hyper's for what it hands over.
+                            let served = agent_h1::serve(
+                                tcp, &own, &own_peer, own_settings, deadline, &started, &mut stopping,
+                            )
+                            .await;
+                            drop(stopping);
+                            let rewound = match served {
+                                Served::HandOver(rewound) => rewound,
+                                Served::Closed => return,
+                                Served::HeaderTimeout => {
+                                    return limit_hit(&metrics, Limit::HeaderTimeout, agent);
+                                }
+                                Served::AgentLeft(err) => {
+                                    tracing::debug!(error = %err, %agent, "agent connection ended with an error");
+                                    return;
+                                }
+                                Served::AnswerBroken(why) => {
+                                    tracing::debug!(%agent, "agent connection closed: {why}");
+                                    return;
+                                }
+                            };
+                            // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and
+                            // an upgrade hyper would hand over has no taker either way.
+                            let conn = std::pin::pin!(watcher.watch(
+                                builder.1.serve_connection(TokioIo::new(rewound), service)
+                            ));
+                            run(conn, deadline, &started).await
+                        }
+                        io => {
+                            drop(stopping);
+                            // Boxed: inline beside the h1 connection, it nearly doubled this
+                            // task's size for every connection's life.
+                            let mut conn = Box::pin(
+                                watcher.watch(
+                                    builder
+                                        .0
+                                        .serve_connection_with_upgrades(TokioIo::new(io), service)
+                                        .into_owned(),
+                                ),
+                            );
+                            run(conn.as_mut(), deadline, &started).await
+                        }
                     };
                     match ended {
                         Ok(()) => {}
@@ -212,8 +253,9 @@ pub async fn serve(
     }
     drop(listener);
     drop(stop);
+    drop(stopping);
     tokio::select! {
-        () = graceful.shutdown() => {}
+        ((), ()) = async { tokio::join!(graceful.shutdown(), live.closed()) } => {}
         () = tokio::time::sleep(settings.drain) => {
             tracing::warn!("drain deadline reached; closing the remaining agent connections");
         }

@@ -152,8 +152,9 @@ impl Framing {
     }
 }
 
-/// 1*DIGIT, at most 19 of them (fits a u64).
-fn parse_length(digits: &[u8]) -> Option<u64> {
+/// A `Content-Length` value: 1*DIGIT, at most 19 of them (fits a u64). Also the agent
+/// connection's (`agent_h1/`).
+pub(in crate::proxy) fn parse_length(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 19 {
         return None;
     }

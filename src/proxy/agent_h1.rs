@@ -1,0 +1,442 @@
+//! strata's own agent-facing HTTP/1.1 connection, for plain-TCP agents.
+//!
+//! Why not hyper's server connection for these: it cost ~20k instructions of a ~57k proxied
+//! call (callgrind, `bench/README.md`) — its dispatcher's state machine, a request head
+//! copied into a message and moved by value, a response head encoded from a header map it
+//! drains, the body polled through a channel-shaped `Incoming`. Here one task reads the
+//! head into its buffer, parses it in place (`request.rs`), reads a body that fits the replay
+//! buffer whole, serves the request with the proxy, and writes the answer: its head and
+//! every frame that arrived together in one `write`, a large frame from its own buffer.
+//!
+//! It serves what MCP agents send (`request.rs` lists it). Anything else — a chunked request
+//! body, `Expect: 100-continue`, a head past the limits, bytes that are not HTTP — is handed
+//! to hyper before a byte of it is consumed ([`Rewound`]), and hyper serves the rest of the
+//! connection as it served every connection before: the same answers, limits and metrics.
+//!
+//! Kept from hyper's server, so the agent sees no difference (hyper 1.x `proto/h1`):
+//! - each request head must arrive within `timeouts.header_read`, the first from the accept,
+//!   later ones from the end of the previous exchange (an idle keep-alive connection closes);
+//! - the agent closing its side while its request is served ends the exchange (the proxy's
+//!   future is dropped: the call gets its outcome from its guard);
+//! - the response head as hyper writes it (`response.rs`), the body framed the same way;
+//!   a body that fails, or ends short of its length, closes the connection unterminated;
+//! - once strata is shutting down, an idle connection closes and a busy one closes after its
+//!   exchange (`connection: close`).
+
+use std::future::{Future, poll_fn};
+use std::io::{self, IoSlice};
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body::Body;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{AgentBody, CurrentProxy, FromAgent, Peer};
+
+mod request;
+mod response;
+mod rewind;
+
+pub(super) use request::HeadLimits;
+use request::{Head, Parsed};
+pub(super) use response::EncodeError;
+use response::{BodySize, Framing};
+pub(super) use rewind::Rewound;
+
+/// The read buffer's first size, and the least room a read is given (hyper's too).
+const INIT_READ: usize = 8 * 1024;
+/// Smaller data frames are copied into the write buffer, so frames that arrived together
+/// leave in one `write`; a larger one is written from its own buffer.
+const COPY_BELOW: usize = 16 * 1024;
+/// The write buffer goes out once it holds this much, whether or not more is ready.
+const FLUSH_AT: usize = 64 * 1024;
+/// A write buffer grown past this (a burst of frames) is not kept between exchanges.
+const KEEP_OUT: usize = 16 * 1024;
+
+/// The connection's settings (`timeouts.header_read`, `limits.*`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    pub header_read: Duration,
+    pub limits: HeadLimits,
+}
+
+/// How a connection ended here.
+#[derive(Debug)]
+pub(super) enum Served {
+    /// Closed: by the agent between exchanges, after `Connection: close`, at shutdown, or
+    /// idle past `timeouts.header_read` after a first exchange.
+    Closed,
+    /// No first request head within `timeouts.header_read`.
+    HeaderTimeout,
+    /// The agent's side broke or closed mid-exchange.
+    AgentLeft(io::Error),
+    /// The answer could not be written as hyper would write it, or its body failed or ended
+    /// short of its length: the connection was closed.
+    AnswerBroken(&'static str),
+    /// hyper serves the rest of the connection.
+    HandOver(Rewound),
+}
+
+/// Why an exchange stopped the connection (a [`Served`], or a hand-over still to make).
+enum Stop {
+    HandOver,
+    End(Served),
+}
+
+impl From<Served> for Stop {
+    fn from(served: Served) -> Self {
+        Stop::End(served)
+    }
+}
+
+/// One agent connection: the socket, what was read and not yet consumed, what is to write.
+struct Conn {
+    tcp: TcpStream,
+    read: BytesMut,
+    out: Vec<u8>,
+}
+
+/// What gathering the answer's frames came to.
+enum Gathered {
+    /// Write what is buffered, and this large frame after it (with its chunk's end).
+    Flush(Option<(Bytes, &'static [u8])>),
+    /// The body ended (or its length was all sent).
+    End,
+    /// The body failed.
+    Failed,
+    /// The agent closed its side while the body was quiet.
+    Gone(Served),
+}
+
+/// Serves `tcp` until it closes or is handed to hyper. `first_deadline` bounds the first
+/// head; `started` is set once a request has been read; `stopping` ends (its sender dropped)
+/// when strata shuts down.
+pub(super) async fn serve(
+    tcp: TcpStream,
+    proxy: &CurrentProxy,
+    peer: &Peer,
+    settings: Settings,
+    first_deadline: Instant,
+    started: &AtomicBool,
+    stopping: &mut watch::Receiver<()>,
+) -> Served {
+    let mut conn = Conn {
+        tcp,
+        read: BytesMut::new(),
+        out: Vec::new(),
+    };
+    let mut deadline = first_deadline;
+    loop {
+        match conn
+            .exchange(proxy, peer, settings, deadline, started, stopping)
+            .await
+        {
+            Ok(()) => deadline = Instant::now() + settings.header_read,
+            Err(Stop::End(served)) => return served,
+            Err(Stop::HandOver) => {
+                return Served::HandOver(Rewound::new(conn.read.freeze(), conn.tcp));
+            }
+        }
+    }
+}
+
+// === impl Conn ===
+
+impl Conn {
+    /// One request and its answer.
+    async fn exchange(
+        &mut self,
+        current: &CurrentProxy,
+        peer: &Peer,
+        settings: Settings,
+        deadline: Instant,
+        started: &AtomicBool,
+        stopping: &mut watch::Receiver<()>,
+    ) -> Result<(), Stop> {
+        let first = !started.load(Ordering::Relaxed);
+        let head = self
+            .read_head(settings.limits, deadline, first, stopping)
+            .await?;
+        let proxy = current.load();
+        let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
+        let total = head.len.checked_add(length).ok_or(Stop::HandOver)?;
+        if self.read.len() < total {
+            // Only a body `handle` would read into the replay buffer anyway is read ahead;
+            // one it streams is hyper's to stream.
+            let (_, idle) = proxy
+                .body_read_ahead(head.idempotency_key)
+                .filter(|&(cap, _)| length <= cap)
+                .ok_or(Stop::HandOver)?;
+            self.read_body(total, idle).await?;
+        }
+        let bytes = self.read.split_to(head.len).freeze();
+        let body = (length > 0).then(|| self.read.split_to(length).freeze());
+        let Some(request) = head.request(&bytes) else {
+            self.put_back(&bytes, body.as_ref());
+            return Err(Stop::HandOver);
+        };
+        started.store(true, Ordering::Relaxed);
+        let request = request.map(|()| FromAgent::Whole(body));
+        // Boxed, as hyper boxes it (`server.rs`): this future is ~2.6 KB, and inline it would
+        // size this connection's task for its life — an SSE stream's hours.
+        let handle = Box::pin(proxy.handle(request, peer.clone()));
+        let answered = tokio::select! {
+            biased;
+            answered = handle => answered,
+            gone = poll_fn(|cx| self.poll_gone(cx)) => return Err(gone.into()),
+        };
+        let Ok(response) = answered;
+        let close = head.close || stopping.has_changed().is_err();
+        self.answer(response, close).await
+    }
+
+    /// Reads until a head is whole; hands over one this connection does not serve.
+    async fn read_head(
+        &mut self,
+        limits: HeadLimits,
+        deadline: Instant,
+        first: bool,
+        stopping: &mut watch::Receiver<()>,
+    ) -> Result<Head, Stop> {
+        loop {
+            if !self.read.is_empty() {
+                match request::parse(&self.read, limits) {
+                    Parsed::Complete(head) => return Ok(head),
+                    Parsed::HandOver => return Err(Stop::HandOver),
+                    Parsed::Partial => {}
+                }
+            } else if stopping.has_changed().is_err() {
+                return Err(Served::Closed.into());
+            }
+            let idle = self.read.is_empty();
+            let read = tokio::select! {
+                biased;
+                read = poll_fn(|cx| self.poll_fill(cx)) => read,
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(if first { Served::HeaderTimeout } else { Served::Closed }.into());
+                }
+                // Resolves (with an error) once strata shuts down.
+                _ = stopping.changed(), if idle => continue,
+            };
+            match read {
+                Ok(0) if self.read.is_empty() => return Err(Served::Closed.into()),
+                Ok(0) => {
+                    let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "mid request head");
+                    return Err(Served::AgentLeft(eof).into());
+                }
+                Ok(_) => {}
+                Err(err) => return Err(Served::AgentLeft(err).into()),
+            }
+        }
+    }
+
+    /// Reads until `total` bytes are buffered, at most `idle` apart. A pause past it hands
+    /// the request to hyper, which answers it as the proxy does (408, `handle`).
+    async fn read_body(&mut self, total: usize, idle: Option<Duration>) -> Result<(), Stop> {
+        self.read.reserve(total - self.read.len());
+        while self.read.len() < total {
+            let read = poll_fn(|cx| self.poll_fill(cx));
+            let read = match idle {
+                Some(idle) => tokio::time::timeout(idle, read)
+                    .await
+                    .map_err(|_| Stop::HandOver)?,
+                None => read.await,
+            };
+            match read {
+                Ok(0) => {
+                    let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "mid request body");
+                    return Err(Served::AgentLeft(eof).into());
+                }
+                Ok(_) => {}
+                Err(err) => return Err(Served::AgentLeft(err).into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a request cut off the buffer back in front of it, for hyper to read.
+    fn put_back(&mut self, head: &Bytes, body: Option<&Bytes>) {
+        let rest = std::mem::take(&mut self.read);
+        let body = body.map_or(&[][..], |b| &b[..]);
+        let mut read = BytesMut::with_capacity(head.len() + body.len() + rest.len());
+        read.extend_from_slice(head);
+        read.extend_from_slice(body);
+        read.extend_from_slice(&rest);
+        self.read = read;
+    }
+
+    /// Writes the answer; `close`: the connection ends after it.
+    async fn answer(
+        &mut self,
+        response: http::Response<AgentBody>,
+        close: bool,
+    ) -> Result<(), Stop> {
+        let (parts, mut body) = response.into_parts();
+        let size = if body.is_end_stream() {
+            BodySize::None
+        } else {
+            body.size_hint()
+                .exact()
+                .map_or(BodySize::Unknown, BodySize::Known)
+        };
+        self.out.clear();
+        let encoded = response::encode_head(&mut self.out, &parts, size, close)
+            .map_err(|err| Served::AnswerBroken(err.as_str()))?;
+        drop(parts);
+        let mut owed = match encoded.framing {
+            Framing::Length(length) => length,
+            Framing::Empty | Framing::Chunked => 0,
+        };
+        if encoded.framing == Framing::Empty {
+            drop(body);
+        } else {
+            loop {
+                let framing = encoded.framing;
+                match poll_fn(|cx| self.gather(cx, &mut body, framing, &mut owed)).await {
+                    Gathered::Flush(large) => self.flush(large).await.map_err(Served::AgentLeft)?,
+                    Gathered::End => break,
+                    Gathered::Failed => {
+                        // What came before the failure still goes out (`UpstreamBody`
+                        // holds its error back until then), then the unterminated end.
+                        let _ = self.flush(None).await;
+                        return Err(Served::AnswerBroken("the answer's body failed").into());
+                    }
+                    Gathered::Gone(served) => return Err(served.into()),
+                }
+            }
+            drop(body);
+            match encoded.framing {
+                Framing::Chunked => self.out.extend_from_slice(b"0\r\n\r\n"),
+                Framing::Length(_) if owed > 0 => {
+                    let _ = self.flush(None).await;
+                    return Err(Served::AnswerBroken("the answer ended short of its length").into());
+                }
+                Framing::Length(_) | Framing::Empty => {}
+            }
+        }
+        self.flush(None).await.map_err(Served::AgentLeft)?;
+        if self.out.capacity() > KEEP_OUT {
+            self.out = Vec::new();
+        }
+        if encoded.close {
+            let _ = self.tcp.shutdown().await;
+            return Err(Served::Closed.into());
+        }
+        Ok(())
+    }
+
+    /// Takes the body's frames until it is quiet, ends, or enough is buffered to write.
+    /// `owed`: what a `Content-Length` answer still owes (more than that is not sent).
+    fn gather(
+        &mut self,
+        cx: &mut Context<'_>,
+        body: &mut AgentBody,
+        framing: Framing,
+        owed: &mut u64,
+    ) -> Poll<Gathered> {
+        let chunked = framing == Framing::Chunked;
+        loop {
+            if !chunked && *owed == 0 {
+                return Poll::Ready(Gathered::End);
+            }
+            if self.out.len() >= FLUSH_AT {
+                return Poll::Ready(Gathered::Flush(None));
+            }
+            let frame = match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => frame,
+                Poll::Ready(Some(Err(_))) => return Poll::Ready(Gathered::Failed),
+                Poll::Ready(None) => return Poll::Ready(Gathered::End),
+                Poll::Pending if !self.out.is_empty() => {
+                    return Poll::Ready(Gathered::Flush(None));
+                }
+                Poll::Pending => return self.poll_gone(cx).map(Gathered::Gone),
+            };
+            // Trailers are not sent: `Trailer` is hop-by-hop and removed, and hyper sends
+            // only the fields it names.
+            let Ok(mut data) = frame.into_data() else {
+                continue;
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if chunked {
+                response::chunk_size(&mut self.out, data.len());
+            } else {
+                let len = data.len() as u64;
+                if len > *owed {
+                    data.truncate(*owed as usize);
+                }
+                *owed = owed.saturating_sub(len);
+            }
+            let tail: &'static [u8] = if chunked { b"\r\n" } else { b"" };
+            if data.len() >= COPY_BELOW {
+                return Poll::Ready(Gathered::Flush(Some((data, tail))));
+            }
+            self.out.extend_from_slice(&data);
+            self.out.extend_from_slice(tail);
+            if chunked && body.is_end_stream() {
+                return Poll::Ready(Gathered::End);
+            }
+        }
+    }
+
+    /// Writes the buffer, then `large` after it, in as few `writev`s as the socket takes.
+    async fn flush(&mut self, large: Option<(Bytes, &'static [u8])>) -> io::Result<()> {
+        let (data, tail) = large.unwrap_or_default();
+        let Conn { tcp, out, .. } = self;
+        let mut slices = [IoSlice::new(out), IoSlice::new(&data), IoSlice::new(tail)];
+        let mut left: &mut [IoSlice<'_>] = &mut slices;
+        while left.iter().any(|s| !s.is_empty()) {
+            let n = tcp.write_vectored(left).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut left, n);
+        }
+        out.clear();
+        Ok(())
+    }
+
+    /// Ready when the agent has closed its side (or it broke) while an exchange is under
+    /// way. Bytes that arrive instead (a pipelined request) are kept for the next exchange,
+    /// and then nothing more is read until this one ends (hyper does the same).
+    fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<Served> {
+        if !self.read.is_empty() {
+            return Poll::Pending;
+        }
+        match ready!(self.poll_fill(cx)) {
+            Ok(0) => {
+                let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "agent closed mid-exchange");
+                Poll::Ready(Served::AgentLeft(eof))
+            }
+            Ok(_) => Poll::Pending,
+            Err(err) => Poll::Ready(Served::AgentLeft(err)),
+        }
+    }
+
+    /// One read into the buffer; 0 at the agent's end. Through `AsyncRead`, so a read that
+    /// does not fill its room tells tokio the socket is drained (see `h1_conns.rs`).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < INIT_READ / 8 {
+            self.read.reserve(INIT_READ);
+        }
+        pin!(self.tcp.read_buf(&mut self.read)).poll(cx)
+    }
+}
+
+impl EncodeError {
+    fn as_str(&self) -> &'static str {
+        match self {
+            EncodeError::Informational => "a 1xx status cannot be a final response",
+            EncodeError::ContentLength => {
+                "the answer's Content-Length values disagree or are not numbers"
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The response head as strata's own agent connection writes it, and the body's framing:
+//! hyper's server encoding (hyper 1.x `proto/h1/role.rs`), kept wherever RFC 9112 leaves a
+//! choice, so an agent sees the same bytes from either connection — lower-case names in the
+//! map's order, `HTTP/1.1 200 OK`, a non-canonical reason phrase kept (`ReasonPhrase`),
+//! `content-length` or `transfer-encoding: chunked` chosen from the body, `connection: close`
+//! added when the connection ends after this exchange, and `date` when the answer has none.
+
+use std::cell::Cell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::StatusCode;
+use http::header;
+use http::response::Parts;
+
+use super::super::h1_conns::parse_length;
+
+/// How the body goes on the wire (RFC 9112 §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// No body: 204, 304, or an empty one.
+    Empty,
+    /// `Content-Length`: this many bytes are still owed.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// What the body is known to be when the head is written (hyper's `BodyLength`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BodySize {
+    /// Ended already (`is_end_stream`).
+    None,
+    /// Exactly this long (`size_hint().exact()`).
+    Known(u64),
+    Unknown,
+}
+
+/// A head hyper would refuse to write, so this connection does not either: it closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::proxy) enum EncodeError {
+    Informational,
+    ContentLength,
+}
+
+/// The encoded head's consequences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Encoded {
+    pub framing: Framing,
+    /// The connection ends after this exchange (`connection: close` was written).
+    pub close: bool,
+}
+
+/// Writes the head of `parts` into `out`. `close`: the connection ends after this exchange
+/// whatever the answer says (the request said so, or strata is shutting down).
+pub(super) fn encode_head(
+    out: &mut Vec<u8>,
+    parts: &Parts,
+    body: BodySize,
+    close: bool,
+) -> Result<Encoded, EncodeError> {
+    let status = parts.status;
+    if status.is_informational() {
+        return Err(EncodeError::Informational);
+    }
+    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
+    if status == StatusCode::OK && reason.is_none() {
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        match reason {
+            Some(reason) => out.extend_from_slice(reason.as_bytes()),
+            // A reason must be written: many parsers expect one (hyper writes the same).
+            None => out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes()),
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    // 204 and 304 carry no body, nor a length of their own (RFC 9110 §8.6, §15.3.5).
+    let can_have_body = !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+    let mut framing = None;
+    let mut wrote_length = None;
+    let mut is_last = close;
+    let mut wrote_date = false;
+    let mut connection_open = false;
+    let mut wrote_close = false;
+    let mut last_name = None;
+    for (name, value) in &parts.headers {
+        let same = last_name == Some(name);
+        if !same && connection_open {
+            end_connection(out, close, wrote_close);
+            connection_open = false;
+        }
+        last_name = Some(name);
+        match *name {
+            header::CONTENT_LENGTH => match body {
+                BodySize::Known(known) => {
+                    // The first value is written; the body's own length frames it (hyper
+                    // trusts the two to agree).
+                    if wrote_length.is_none() {
+                        line(out, b"content-length", value.as_bytes());
+                        wrote_length = Some(known);
+                        framing = Some(Framing::Length(known));
+                    }
+                }
+                BodySize::Unknown => {
+                    let length =
+                        parse_length(value.as_bytes()).ok_or(EncodeError::ContentLength)?;
+                    match wrote_length {
+                        Some(prior) if prior != length => return Err(EncodeError::ContentLength),
+                        Some(_) => {}
+                        None => {
+                            line(out, b"content-length", value.as_bytes());
+                            wrote_length = Some(length);
+                            framing = Some(Framing::Length(length));
+                        }
+                    }
+                }
+                // An ended body: the length written below (`content-length: 0`) is the one.
+                BodySize::None => {}
+            },
+            // Hop-by-hop (RFC 9110 §7.6.1): the proxy removes both from the upstream's answer
+            // and its own answers carry neither, so the framing is always this connection's.
+            header::TRANSFER_ENCODING | header::TRAILER => {}
+            header::CONNECTION => {
+                let tokens = value.as_bytes();
+                is_last |= has_close(tokens);
+                wrote_close |= has_close(tokens);
+                if same {
+                    out.extend_from_slice(b", ");
+                } else {
+                    out.extend_from_slice(b"connection: ");
+                }
+                out.extend_from_slice(tokens);
+                connection_open = true;
+            }
+            _ => {
+                wrote_date |= *name == header::DATE;
+                line(out, name.as_str().as_bytes(), value.as_bytes());
+            }
+        }
+    }
+    if connection_open {
+        end_connection(out, close, wrote_close);
+    } else if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    let framing = match framing {
+        Some(framing) => framing,
+        None => match body {
+            BodySize::Unknown if can_have_body => {
+                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                Framing::Chunked
+            }
+            BodySize::Known(length) if length > 0 && can_have_body => {
+                out.extend_from_slice(b"content-length: ");
+                out.extend_from_slice(crate::telemetry::decimal(length, &mut [0; 20]));
+                out.extend_from_slice(b"\r\n");
+                Framing::Length(length)
+            }
+            _ => {
+                if can_have_body {
+                    out.extend_from_slice(b"content-length: 0\r\n");
+                }
+                Framing::Empty
+            }
+        },
+    };
+    let framing = match framing {
+        _ if !can_have_body => Framing::Empty,
+        Framing::Length(0) => Framing::Empty,
+        framing => framing,
+    };
+    if !wrote_date {
+        out.extend_from_slice(b"date: ");
+        date(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(Encoded {
+        framing,
+        close: is_last,
+    })
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Ends the `connection` line, with `close` added when the connection ends here and the
+/// answer did not say so itself (hyper's `enforce_version`).
+fn end_connection(out: &mut Vec<u8>, close: bool, wrote_close: bool) {
+    if close && !wrote_close {
+        out.extend_from_slice(b", close");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn has_close(tokens: &[u8]) -> bool {
+    tokens
+        .split(|&b| b == b',')
+        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT`: the IMF-fixdate (RFC 9110 §5.6.7).
+const DATE_LEN: usize = 29;
+
+thread_local! {
+    /// The date of the second last written, and its text: formatted once a second per thread,
+    /// as hyper caches it.
+    static DATE: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((u64::MAX, [0; DATE_LEN])) };
+}
+
+/// Appends the current date.
+fn date(out: &mut Vec<u8>) {
+    let now = SystemTime::now();
+    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (cached, mut text) = DATE.get();
+    if cached != second {
+        let formatted = httpdate::fmt_http_date(now);
+        if formatted.len() == DATE_LEN {
+            text.copy_from_slice(formatted.as_bytes());
+            DATE.set((second, text));
+        } else {
+            out.extend_from_slice(formatted.as_bytes());
+            return;
+        }
+    }
+    out.extend_from_slice(&text);
+}
+
+/// Appends a chunk-size line (`1a3\r\n`, RFC 9112 §7.1).
+pub(super) fn chunk_size(out: &mut Vec<u8>, len: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut n = len;
+    loop {
+        at -= 1;
+        digits[at] = HEX[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+#[path = "response/tests.rs"]
+mod tests;

@@ -1,0 +1,163 @@
+//! strata's own agent-facing HTTP/1.1 connection (`src/proxy/agent_h1.rs`): what it serves
+//! itself, what it hands to hyper mid-connection, and that the agent cannot tell the two
+//! apart. Raw sockets, so the bytes on the wire are what is asserted.
+#![cfg(test)]
+
+mod support;
+
+use std::time::Duration;
+
+use strata::classify::Outcome::{ClientCancelled, ToolSuccess};
+use support::agent::{FAULT_PATH, call_body};
+use support::raw::healthy_body;
+use support::{LIMIT, delta_after, just, key};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{sleep, timeout};
+
+fn post(tool: &str, extra: &str) -> String {
+    let body = call_body(tool);
+    format!(
+        "POST {FAULT_PATH} HTTP/1.1\r\nhost: strata\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+        body.len()
+    )
+}
+
+fn chunked_post(tool: &str) -> String {
+    let body = call_body(tool);
+    format!(
+        "POST {FAULT_PATH} HTTP/1.1\r\nhost: strata\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    )
+}
+
+/// Reads until strata closes the connection (or [`LIMIT`]).
+async fn read_all(io: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let _ = timeout(LIMIT, io.read_to_end(&mut got)).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Pipelined on one connection: two calls this connection serves, a chunked one it hands to
+/// hyper, and one more after it (hyper's now) that closes the connection. Four answers in
+/// order, each whole, each call forwarded once and classified once.
+#[tokio::test]
+async fn pipelined_calls_and_a_hand_over_mid_connection_are_answered_in_order() {
+    let (upstream, strata) = support::agent::setup(|_| {}).await;
+    let before = support::counts(&strata);
+    let wire = [
+        post("first", ""),
+        post("second", ""),
+        chunked_post("third"),
+        post("fourth", "connection: close\r\n"),
+    ]
+    .concat();
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    io.write_all(wire.as_bytes()).await.unwrap();
+    let got = read_all(&mut io).await;
+    let heads: Vec<_> = got.match_indices("HTTP/1.1 200 OK\r\n").collect();
+    assert_eq!(heads.len(), 4, "{got}");
+    let body = healthy_body(&serde_json::json!(1));
+    assert_eq!(got.matches(&body).count(), 4, "each body whole: {got}");
+    let last = &got[heads[3].0..];
+    assert!(last.contains("connection: close\r\n"), "{last}");
+    for tool in ["first", "second", "third", "fourth"] {
+        assert_eq!(upstream.requests_of(tool), 1, "{tool}");
+    }
+    let d = delta_after(&strata, &before, 4).await;
+    let mut want = just("tools/call", "first", ToolSuccess);
+    for tool in ["second", "third", "fourth"] {
+        want.insert(key("tools/call", tool, ToolSuccess), 1);
+    }
+    assert_eq!(d, want);
+}
+
+/// A body written apart from its head (Node's `http` does so) is waited for, not handed
+/// over or cut: the call is answered and forwarded whole.
+#[tokio::test]
+async fn a_body_written_after_its_head_is_read_whole() {
+    let (upstream, strata) = support::agent::setup(|_| {}).await;
+    let wire = post("apart", "connection: close\r\n");
+    let split = wire.find("\r\n\r\n").unwrap() + 4;
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    io.write_all(&wire.as_bytes()[..split]).await.unwrap();
+    sleep(Duration::from_millis(50)).await;
+    io.write_all(&wire.as_bytes()[split..split + 10])
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(50)).await;
+    io.write_all(&wire.as_bytes()[split + 10..]).await.unwrap();
+    let got = read_all(&mut io).await;
+    assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
+    assert!(got.ends_with(&healthy_body(&serde_json::json!(1))), "{got}");
+    assert_eq!(upstream.requests_of("apart"), 1);
+}
+
+/// An agent that closes its connection while its call is still with the upstream ends the
+/// exchange: the call is counted once, as the client's cancellation.
+#[tokio::test]
+async fn an_agent_leaving_mid_call_cancels_it() {
+    let (upstream, strata) = support::raw::setup(|_| {}).await;
+    let before = support::counts(&strata);
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    io.write_all(post("never", "").as_bytes()).await.unwrap();
+    // The upstream has the request (it never answers), then the agent leaves.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while upstream.requests_of("never") == 0 && tokio::time::Instant::now() < deadline {
+        sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(upstream.requests_of("never"), 1);
+    drop(io);
+    let d = delta_after(&strata, &before, 1).await;
+    assert_eq!(d, just("tools/call", "never", ClientCancelled));
+}
+
+/// Every answer on the connection carries a `date` (hyper's server writes one, and so does
+/// this connection), and keep-alive holds between calls.
+#[tokio::test]
+async fn keep_alive_answers_carry_a_date_and_the_connection_stays_open() {
+    let (upstream, strata) = support::agent::setup(|_| {}).await;
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    let mut all = String::new();
+    for round in 0..3 {
+        io.write_all(post(&format!("round{round}"), "").as_bytes())
+            .await
+            .unwrap();
+        // Read one answer: its head, then its `content-length` bytes.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let answer = loop {
+            let n = timeout(LIMIT, io.read(&mut buf)).await.unwrap().unwrap();
+            assert!(n > 0, "strata closed a keep-alive connection");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length: usize = text[..end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if got.len() >= end + 4 + length {
+                    break text;
+                }
+            }
+        };
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        let date = answer
+            .lines()
+            .find_map(|l| l.strip_prefix("date: "))
+            .unwrap_or_else(|| panic!("no date: {answer}"));
+        assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+        all.push_str(&answer);
+    }
+    assert_eq!(
+        upstream.connections(),
+        1,
+        "the upstream connection was reused"
+    );
+    assert_eq!(all.matches("HTTP/1.1 200 OK").count(), 3);
+}

@@ -41,6 +41,29 @@ async fn read_all(io: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// Reads one answer: its head, then its `content-length` bytes.
+async fn read_answer(io: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = timeout(LIMIT, io.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "strata closed a keep-alive connection");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .unwrap()
+                .parse()
+                .unwrap();
+            if got.len() >= end + 4 + length {
+                return text;
+            }
+        }
+    }
+}
+
 /// Pipelined on one connection: two calls this connection serves, a chunked one it hands to
 /// hyper, and one more after it (hyper's now) that closes the connection. Four answers in
 /// order, each whole, each call forwarded once and classified once.
@@ -126,26 +149,7 @@ async fn keep_alive_answers_carry_a_date_and_the_connection_stays_open() {
         io.write_all(post(&format!("round{round}"), "").as_bytes())
             .await
             .unwrap();
-        // Read one answer: its head, then its `content-length` bytes.
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        let answer = loop {
-            let n = timeout(LIMIT, io.read(&mut buf)).await.unwrap().unwrap();
-            assert!(n > 0, "strata closed a keep-alive connection");
-            got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got).into_owned();
-            if let Some(end) = text.find("\r\n\r\n") {
-                let length: usize = text[..end]
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                if got.len() >= end + 4 + length {
-                    break text;
-                }
-            }
-        };
+        let answer = read_answer(&mut io).await;
         assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
         let date = answer
             .lines()
@@ -160,4 +164,40 @@ async fn keep_alive_answers_carry_a_date_and_the_connection_stays_open() {
         "the upstream connection was reused"
     );
     assert_eq!(all.matches("HTTP/1.1 200 OK").count(), 3);
+}
+
+/// After an exchange, an idle keep-alive connection is closed once `timeouts.header_read`
+/// passes without a new head (as hyper's server does), and that is not counted as a
+/// `header_timeout`: only a first request that never came is. The timer restarts with each
+/// exchange, so a connection busy for longer than the limit is not cut.
+#[tokio::test]
+async fn an_idle_keep_alive_connection_closes_after_header_read_uncounted() {
+    let header_read = Duration::from_millis(300);
+    let (_upstream, strata) = support::agent::setup(|c| c.timeouts.header_read = header_read).await;
+    let hits = support::agent::limit_hits(&strata, "header_timeout");
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    // Four exchanges 150 ms apart: 600 ms in all, past the limit, and all answered.
+    for round in 0..4 {
+        io.write_all(post(&format!("busy{round}"), "").as_bytes())
+            .await
+            .unwrap();
+        let got = read_answer(&mut io).await;
+        assert!(
+            got.starts_with("HTTP/1.1 200 OK\r\n"),
+            "round {round}: {got}"
+        );
+        sleep(Duration::from_millis(150)).await;
+    }
+    let idle_from = tokio::time::Instant::now();
+    let rest = read_all(&mut io).await;
+    let idle = idle_from.elapsed();
+    assert!(
+        !rest.contains("HTTP/1.1"),
+        "no answer without a request: {rest}"
+    );
+    assert!(
+        idle < header_read + Duration::from_secs(1),
+        "closed after header_read, not left open: {idle:?}"
+    );
+    assert_eq!(support::agent::limit_hits(&strata, "header_timeout"), hits);
 }

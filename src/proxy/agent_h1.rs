@@ -35,7 +35,7 @@ use http_body::Body;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::{AgentBody, CurrentProxy, FromAgent, Peer};
 
@@ -131,13 +131,27 @@ pub(super) async fn serve(
         read: BytesMut::new(),
         out: Vec::new(),
     };
-    let mut deadline = first_deadline;
+    // One timer for the connection's life, reset for each head rather than made anew: it
+    // stays registered while the exchange runs, so the next one (and the response-head
+    // timeout) is never the earliest timer of the runtime. A timer that is — a new one, each
+    // exchange — makes tokio wake its own driver (an `eventfd` write, and one more
+    // `epoll_wait`) on every call (strace, `bench/README.md`).
+    let mut header_read = Box::pin(tokio::time::sleep_until(first_deadline));
     loop {
         match conn
-            .exchange(proxy, peer, settings, deadline, started, stopping)
+            .exchange(
+                proxy,
+                peer,
+                settings,
+                header_read.as_mut(),
+                started,
+                stopping,
+            )
             .await
         {
-            Ok(()) => deadline = Instant::now() + settings.header_read,
+            Ok(()) => header_read
+                .as_mut()
+                .reset(Instant::now() + settings.header_read),
             Err(Stop::End(served)) => return served,
             Err(Stop::HandOver) => {
                 return Served::HandOver(Rewound::new(conn.read.freeze(), conn.tcp));
@@ -155,13 +169,13 @@ impl Conn {
         current: &CurrentProxy,
         peer: &Peer,
         settings: Settings,
-        deadline: Instant,
+        header_read: Pin<&mut Sleep>,
         started: &AtomicBool,
         stopping: &mut watch::Receiver<()>,
     ) -> Result<(), Stop> {
         let first = !started.load(Ordering::Relaxed);
         let head = self
-            .read_head(settings.limits, deadline, first, stopping)
+            .read_head(settings.limits, header_read, first, stopping)
             .await?;
         let proxy = current.load();
         let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
@@ -200,7 +214,7 @@ impl Conn {
     async fn read_head(
         &mut self,
         limits: HeadLimits,
-        deadline: Instant,
+        mut header_read: Pin<&mut Sleep>,
         first: bool,
         stopping: &mut watch::Receiver<()>,
     ) -> Result<Head, Stop> {
@@ -218,7 +232,7 @@ impl Conn {
             let read = tokio::select! {
                 biased;
                 read = poll_fn(|cx| self.poll_fill(cx)) => read,
-                () = tokio::time::sleep_until(deadline) => {
+                () = header_read.as_mut() => {
                     return Err(if first { Served::HeaderTimeout } else { Served::Closed }.into());
                 }
                 // Resolves (with an error) once strata shuts down.

@@ -5,6 +5,7 @@
 mod json;
 pub(crate) use json::{decimal, write_string};
 mod stdout;
+pub(crate) use stdout::{batch_this_thread as batch_log_lines, flush_batched as flush_log_lines};
 
 use std::io::{self, IsTerminal, Write};
 use std::str::FromStr;

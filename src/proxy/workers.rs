@@ -67,8 +67,12 @@ impl Workers {
                 .name(format!("strata-worker-{i}"))
                 .spawn(move || {
                     let _logs = tracing::dispatcher::set_default(&dispatch);
+                    // Call records written together while the runtime has work, out when it
+                    // parks (`telemetry/stdout.rs`).
+                    crate::telemetry::batch_log_lines();
                     let runtime = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
+                        .on_thread_park(crate::telemetry::flush_log_lines)
                         .build()
                     {
                         Ok(runtime) => runtime,
@@ -86,6 +90,7 @@ impl Workers {
                         // Released, or the owner is gone: either way, done.
                         let _ = released.wait_for(|go| *go).await;
                     });
+                    crate::telemetry::flush_log_lines();
                 })?;
             workers.done.push(done);
             workers.threads.push(thread);

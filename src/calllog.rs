@@ -12,7 +12,10 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tracing::Level;
+
 use crate::classify::{Layer, Outcome};
+use crate::telemetry::{self, Fields, Name};
 
 /// The `tracing` target of call records, so they can be routed or silenced on their own
 /// (e.g. `RUST_LOG=info,strata::call=off`).
@@ -132,8 +135,70 @@ impl<'a> CallRecord<'a> {
 
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message
     /// "call", one field per record field (absent options are left out). The JSON format
-    /// renders it as one line with the fields at the top level.
+    /// renders it as one line with the fields at the top level — written straight to the log
+    /// when strata's JSON subscriber is the one in force ([`telemetry::write_direct`]), the
+    /// same line without the event's machinery.
     pub fn emit(&self) {
+        if !tracing::enabled!(target: CALL_TARGET, Level::INFO) {
+            return;
+        }
+        if !telemetry::write_direct(&Level::INFO, CALL_TARGET, |fields| self.record(fields)) {
+            self.emit_event();
+        }
+    }
+
+    /// The record's fields in the event's order (`emit_event`'s, `message` first, as
+    /// tracing's macros put it).
+    fn record(&self, fields: &mut Fields<'_, String>) {
+        // Each name written ahead: `,"name":`.
+        macro_rules! key {
+            ($name:literal) => {
+                Name::key(concat!(",\"", $name, "\":"))
+            };
+        }
+        let optional = |fields: &mut Fields<'_, String>, name, value: Option<&str>| {
+            if let Some(value) = value {
+                fields.str(name, value);
+            }
+        };
+        let known = |fields: &mut Fields<'_, String>, name, value: &'static str| {
+            fields.unescaped(name, |w| fmt::Write::write_str(w, value));
+        };
+        known(fields, key!("message"), "call");
+        fields.str(key!("upstream"), &self.upstream);
+        let session = self.session.as_ref().map(SessionHash::as_str);
+        optional(fields, key!("session"), session);
+        optional(fields, key!("client"), self.client.as_deref());
+        optional(
+            fields,
+            key!("protocol_version"),
+            self.protocol_version.as_deref(),
+        );
+        fields.str(key!("method"), &self.method);
+        optional(fields, key!("tool"), self.tool.as_deref());
+        fields.str(key!("jsonrpc_id"), &self.jsonrpc_id);
+        fields.u64(key!("attempts"), u64::from(self.attempts));
+        fields.unescaped(key!("http_statuses"), |w| {
+            Statuses(&self.http_statuses).write(w)
+        });
+        optional(fields, key!("content_type"), self.content_type.as_deref());
+        fields.u64(key!("sse_events"), u64::from(self.sse_events));
+        if let Some(code) = self.error_code {
+            fields.i64(key!("error_code"), code);
+        }
+        if let Some(len) = self.error_message_len {
+            fields.u64(key!("error_message_len"), len as u64);
+        }
+        optional(fields, key!("error_message"), self.error_message.as_deref());
+        optional(fields, key!("result_type"), self.result_type.as_deref());
+        known(fields, key!("outcome"), self.outcome.as_str());
+        known(fields, key!("layer"), self.outcome.layer().as_str());
+        known(fields, key!("retry_origin"), self.retry_origin.as_str());
+        fields.f64(key!("duration_ms"), self.duration.as_secs_f64() * 1e3);
+    }
+
+    /// The record as a `tracing` event, for any other subscriber.
+    fn emit_event(&self) {
         tracing::info!(
             target: CALL_TARGET,
             upstream = &*self.upstream,
@@ -163,15 +228,24 @@ impl<'a> CallRecord<'a> {
 /// Statuses as `502,503,200`: a log field cannot be a JSON array, and this splits easily.
 struct Statuses<'a>(&'a [u16]);
 
-impl fmt::Display for Statuses<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, s) in self.0.iter().enumerate() {
+impl Statuses<'_> {
+    fn write(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        for (i, &status) in self.0.iter().enumerate() {
             if i > 0 {
-                f.write_str(",")?;
+                w.write_char(',')?;
             }
-            write!(f, "{s}")?;
+            let mut room = [0; 20];
+            let digits = telemetry::decimal(u64::from(status), &mut room);
+            // Only ASCII digits.
+            w.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for Statuses<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f)
     }
 }
 

@@ -121,3 +121,35 @@ fn string_ids_keep_their_quotes() {
     assert_eq!(lines[0]["retry_origin"], "none");
     assert_eq!(lines[0]["http_statuses"], "");
 }
+
+/// The line written straight to the log is the very line the `tracing` event gives, byte for
+/// byte but the timestamp, for records with every field, with none of the optional ones, and
+/// with text that needs escaping.
+#[test]
+fn the_direct_line_is_the_events_line() {
+    let mut bare = CallRecord::new(
+        Arc::from("http://u"),
+        "ping",
+        "\"a\\\"b\"",
+        Outcome::Success,
+        Duration::ZERO,
+    );
+    bare.attempts = 1;
+    let mut failed = tool_call();
+    failed.set_error(-32_602, "bad \"args\"\n\tline two\u{1}", true);
+    failed.result_type = Some("input_required".into());
+    failed.http_statuses.clear();
+    for record in [tool_call(), bare, failed] {
+        let (guard, logs) = capture_json();
+        record.emit();
+        record.emit_event();
+        drop(guard);
+        let text = logs.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        // `{"timestamp":"2026-…Z",` — the same length on both lines.
+        let untimed = |line: &str| line.get(40..).map(str::to_owned);
+        assert_eq!(lines[0].get(..14), Some("{\"timestamp\":\""));
+        assert_eq!(untimed(lines[0]), untimed(lines[1]), "{text}");
+    }
+}

@@ -35,7 +35,7 @@ thread_local! {
 
 /// One JSON object per event, fields at the top level.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct JsonLines;
+pub(crate) struct JsonLines;
 
 impl<S, N> FormatEvent<S, N> for JsonLines
 where
@@ -48,42 +48,66 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        LINE.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut line) => {
-                line.clear();
-                let written = write_line(&mut *line, event).and_then(|()| writer.write_str(&line));
-                if line.capacity() > KEEP_LINE_CAPACITY {
-                    *line = String::new();
-                }
-                written
-            }
-            // An event recorded while this thread formats another one (a `Debug` impl that
-            // logs): straight to the writer.
-            Err(_) => write_line(&mut writer, event),
-        })
+        in_line_buffer(
+            |line| write_line(line, event),
+            |line| writer.write_str(line),
+        )
+        // An event recorded while this thread formats another one (a `Debug` impl that
+        // logs): straight to the writer.
+        .unwrap_or_else(|| write_line(&mut writer, event))
     }
+}
+
+/// Builds a line in this thread's buffer and hands it to `write`; `None` when the buffer is
+/// in use (a line built while another one is).
+pub(super) fn in_line_buffer(
+    build: impl FnOnce(&mut String) -> fmt::Result,
+    write: impl FnOnce(&str) -> fmt::Result,
+) -> Option<fmt::Result> {
+    LINE.with(|cell| {
+        let mut line = cell.try_borrow_mut().ok()?;
+        line.clear();
+        let written = build(&mut line).and_then(|()| write(&line));
+        if line.capacity() > KEEP_LINE_CAPACITY {
+            *line = String::new();
+        }
+        Some(written)
+    })
 }
 
 /// `{"timestamp":…,"level":…,<fields>,"target":…}` and a newline.
 fn write_line<W: Write>(out: &mut W, event: &Event<'_>) -> fmt::Result {
     let meta = event.metadata();
+    write_fields_line(out, meta.level(), meta.target(), |fields| {
+        event.record(fields)
+    })
+}
+
+/// A line of this format with the fields `record` writes: what [`JsonLines`] writes for an
+/// event, and what a record written without an event writes ([`super::write_direct`]).
+pub(crate) fn write_fields_line<W: Write>(
+    out: &mut W,
+    level: &Level,
+    target: &str,
+    record: impl FnOnce(&mut Fields<'_, W>),
+) -> fmt::Result {
     out.write_str("{\"timestamp\":\"")?;
     write_timestamp(out, SystemTime::now())?;
     out.write_str("\",\"level\":\"")?;
-    out.write_str(level(meta.level()))?;
+    out.write_str(level_name(level))?;
     out.write_char('"')?;
     let mut fields = Fields {
         out,
         result: Ok(()),
     };
-    event.record(&mut fields);
+    record(&mut fields);
     fields.result?;
     out.write_str(",\"target\":")?;
-    write_string(out, meta.target())?;
+    write_string(out, target)?;
     out.write_str("}\n")
 }
 
-fn level(level: &Level) -> &'static str {
+fn level_name(level: &Level) -> &'static str {
     match *level {
         Level::TRACE => "TRACE",
         Level::DEBUG => "DEBUG",
@@ -93,28 +117,51 @@ fn level(level: &Level) -> &'static str {
     }
 }
 
-/// Writes each field as `,"name":value`.
-struct Fields<'a, W> {
+/// A field's name: from tracing (escaped as it is written), or written ahead of time as
+/// `,"name":` ([`Name::key`]) for a record that knows its names.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Name<'a> {
+    Plain(&'a str),
+    Key(&'static str),
+}
+
+impl Name<'static> {
+    /// `,"name":` for a name of letters, digits and `_` (nothing to escape); build it with
+    /// `concat!(",\"", name, "\":")`.
+    pub(crate) const fn key(written: &'static str) -> Self {
+        Name::Key(written)
+    }
+}
+
+impl<'a> From<&'a str> for Name<'a> {
+    fn from(name: &'a str) -> Self {
+        Name::Plain(name)
+    }
+}
+
+/// Writes each field as `,"name":value`, with the value types tracing's visitor gives them.
+pub(crate) struct Fields<'a, W> {
     out: &'a mut W,
     result: fmt::Result,
 }
 
 impl<W: Write> Fields<'_, W> {
-    fn entry(&mut self, field: &Field, value: impl FnOnce(&mut W) -> fmt::Result) {
+    fn entry<'n>(&mut self, name: impl Into<Name<'n>>, value: impl FnOnce(&mut W) -> fmt::Result) {
         if self.result.is_ok() {
-            self.result = self
-                .out
-                .write_char(',')
-                .and_then(|()| write_string(self.out, field.name()))
-                .and_then(|()| self.out.write_char(':'))
-                .and_then(|()| value(self.out));
+            let name = match name.into() {
+                Name::Key(written) => self.out.write_str(written),
+                Name::Plain(name) => self
+                    .out
+                    .write_char(',')
+                    .and_then(|()| write_string(self.out, name))
+                    .and_then(|()| self.out.write_char(':')),
+            };
+            self.result = name.and_then(|()| value(self.out));
         }
     }
-}
 
-impl<W: Write> Visit for Fields<'_, W> {
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.entry(field, |w| {
+    pub(crate) fn f64<'n>(&mut self, name: impl Into<Name<'n>>, value: f64) {
+        self.entry(name, |w| {
             if value.is_finite() {
                 // serde_json's own float writer (so the text is what tracing-subscriber's JSON
                 // format wrote): shortest round-trip digits, a third of `{:?}`'s cost.
@@ -125,8 +172,8 @@ impl<W: Write> Visit for Fields<'_, W> {
         });
     }
 
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.entry(field, |w| {
+    pub(crate) fn i64<'n>(&mut self, name: impl Into<Name<'n>>, value: i64) {
+        self.entry(name, |w| {
             if value < 0 {
                 w.write_char('-')?;
             }
@@ -134,24 +181,63 @@ impl<W: Write> Visit for Fields<'_, W> {
         });
     }
 
+    pub(crate) fn u64<'n>(&mut self, name: impl Into<Name<'n>>, value: u64) {
+        self.entry(name, |w| write_u64(w, value));
+    }
+
+    pub(crate) fn str<'n>(&mut self, name: impl Into<Name<'n>>, value: &str) {
+        self.entry(name, |w| write_string(w, value));
+    }
+
+    /// A string whose text `write` writes and which needs no escaping (strata's own names,
+    /// digits): written as it is.
+    pub(crate) fn unescaped<'n>(
+        &mut self,
+        name: impl Into<Name<'n>>,
+        write: impl FnOnce(&mut W) -> fmt::Result,
+    ) {
+        self.entry(name, |w| {
+            w.write_char('"')?;
+            write(w)?;
+            w.write_char('"')
+        });
+    }
+
+    /// A `Debug` or `Display` value (`?x`, `%x`), as a string.
+    pub(crate) fn text<'n>(&mut self, name: impl Into<Name<'n>>, value: fmt::Arguments<'_>) {
+        self.entry(name, |w| {
+            w.write_char('"')?;
+            Escaped(w).write_fmt(value)?;
+            w.write_char('"')
+        });
+    }
+}
+
+impl<W: Write> Visit for Fields<'_, W> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.f64(field.name(), value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.i64(field.name(), value);
+    }
+
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.entry(field, |w| write_u64(w, value));
+        self.u64(field.name(), value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.entry(field, |w| w.write_str(if value { "true" } else { "false" }));
+        self.entry(field.name(), |w| {
+            w.write_str(if value { "true" } else { "false" })
+        });
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.entry(field, |w| write_string(w, value));
+        self.str(field.name(), value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.entry(field, |w| {
-            w.write_char('"')?;
-            write!(Escaped(w), "{value:?}")?;
-            w.write_char('"')
-        });
+        self.text(field.name(), format_args!("{value:?}"));
     }
 }
 

@@ -1,7 +1,7 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
-mod agent_h1;
+pub mod agent_h1;
 mod attempt;
 mod body;
 mod call;

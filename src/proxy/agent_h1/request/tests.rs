@@ -108,3 +108,41 @@ fn a_field_value_http_refuses_makes_no_request() {
         b"caf\xc3\xa9"
     );
 }
+
+/// Read in pieces of any size, a head gives the answer it gives read whole (the fuzz target
+/// `agent_h1` checks the same on any bytes).
+#[test]
+fn cuts_do_not_change_the_answer() {
+    use super::super::{ReadRequest, read_request};
+    let heads: [&[u8]; 5] = [
+        b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        b"GET / HTTP/1.1\r\nLast-Event-ID: 7\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a",
+        b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n",
+    ];
+    for wire in heads {
+        let whole = read_request(wire, wire.len(), 1024, 2);
+        for step in 1..wire.len() {
+            assert_eq!(read_request(wire, step, 1024, 2), whole, "step {step}");
+        }
+    }
+    let served = read_request(heads[0], 3, 1024, 8);
+    let ReadRequest::Served {
+        method,
+        target,
+        fields,
+        content_length,
+        close,
+    } = served
+    else {
+        panic!("{served:?}");
+    };
+    assert_eq!((method.as_str(), target.as_str()), ("POST", "/mcp"));
+    assert_eq!(fields.len(), 3);
+    assert_eq!((content_length, close), (2, true));
+    assert_eq!(read_request(heads[2], 5, 1024, 8), ReadRequest::HandOver);
+    assert_eq!(read_request(heads[3], 5, 1024, 8), ReadRequest::Partial);
+    // Three fields past `max_headers` = 2: hyper's to refuse.
+    assert_eq!(read_request(heads[4], 4, 1024, 2), ReadRequest::HandOver);
+}

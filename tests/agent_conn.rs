@@ -201,3 +201,37 @@ async fn an_idle_keep_alive_connection_closes_after_header_read_uncounted() {
     );
     assert_eq!(support::agent::limit_hits(&strata, "header_timeout"), hits);
 }
+
+/// A body far larger than one read (300 KiB, within a raised `retry.replay_buffer`) arriving
+/// in pieces is read whole and forwarded intact.
+#[tokio::test]
+async fn a_large_body_in_pieces_is_forwarded_whole() {
+    let (upstream, strata) =
+        support::agent::setup(|c| c.policy.retry.replay_buffer = 2 << 20).await;
+    let filler = "x".repeat(300 << 10);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "large", "arguments": {"text": filler}}})
+    .to_string();
+    let wire = format!(
+        "POST {FAULT_PATH} HTTP/1.1\r\nhost: strata\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    for piece in wire.as_bytes().chunks(100 << 10) {
+        io.write_all(piece).await.unwrap();
+        sleep(Duration::from_millis(20)).await;
+    }
+    let got = read_all(&mut io).await;
+    assert!(
+        got.starts_with("HTTP/1.1 200 OK\r\n"),
+        "{}",
+        &got[..got.len().min(300)]
+    );
+    assert_eq!(
+        upstream.requests_of("large"),
+        1,
+        "the upstream parsed the whole body"
+    );
+}

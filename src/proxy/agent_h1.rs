@@ -56,6 +56,8 @@ const INIT_READ: usize = 8 * 1024;
 const COPY_BELOW: usize = 16 * 1024;
 /// The write buffer goes out once it holds this much, whether or not more is ready.
 const FLUSH_AT: usize = 64 * 1024;
+/// The most room reserved at once for a body still to arrive.
+const READ_AHEAD_ROOM: usize = 64 * 1024;
 /// A write buffer grown past this (a burst of frames) is not kept between exchanges.
 const KEEP_OUT: usize = 16 * 1024;
 
@@ -253,7 +255,10 @@ impl Conn {
     /// Reads until `total` bytes are buffered, at most `idle` apart. A pause past it hands
     /// the request to hyper, which answers it as the proxy does (408, `handle`).
     async fn read_body(&mut self, total: usize, idle: Option<Duration>) -> Result<(), Stop> {
-        self.read.reserve(total - self.read.len());
+        // Room for the body as it arrives, not all of it ahead: a head alone must not make
+        // strata reserve a large `retry.replay_buffer` (reads grow the buffer as they fill it).
+        self.read
+            .reserve((total - self.read.len()).min(READ_AHEAD_ROOM));
         while self.read.len() < total {
             let read = poll_fn(|cx| self.poll_fill(cx));
             let read = match idle {

@@ -312,9 +312,7 @@ impl Conn {
             Framing::Length(length) => length,
             Framing::Empty | Framing::Chunked => 0,
         };
-        if encoded.framing == Framing::Empty {
-            drop(body);
-        } else {
+        if encoded.framing != Framing::Empty {
             loop {
                 let framing = encoded.framing;
                 match poll_fn(|cx| self.gather(cx, &mut body, framing, &mut owed)).await {
@@ -329,7 +327,6 @@ impl Conn {
                     Gathered::Gone(served) => return Err(served.into()),
                 }
             }
-            drop(body);
             match encoded.framing {
                 Framing::Chunked => self.out.extend_from_slice(b"0\r\n\r\n"),
                 Framing::Length(_) if owed > 0 => {
@@ -340,6 +337,10 @@ impl Conn {
             }
         }
         self.flush(None).await.map_err(Served::AgentLeft)?;
+        // Dropped only now, the answer sent: a body whose end was not read (its length all
+        // sent, or no body to send) settles its call as it drops — the verdict, the counters
+        // and the call record — and the agent need not wait for that.
+        drop(body);
         if self.out.capacity() > KEEP_OUT {
             self.out = Vec::new();
         }

@@ -14,11 +14,17 @@
 //! - `limits.max_header_bytes`, `limits.max_headers`: 431 (hyper), counted as `header_size`.
 //! - `limits.max_h2_streams`: streams beyond it are refused by h2 (RST_STREAM REFUSED_STREAM).
 //!
-//! A plain-TCP connection whose first bytes are not h2's preface is served by hyper's h1
-//! connection directly rather than through the auto builder (see `plain_h1`): the auto
-//! builder reads up to 24 bytes to tell h1 from h2 and puts them in front of the rest, so
-//! hyper's first read returns those 24 bytes alone, and its next read, finding its 8 KiB buffer
-//! 24 bytes short, grows it to 16 KiB — for the connection's life (an SSE stream's: hours).
+//! A plain-TCP connection whose first bytes are not h2's preface is served by strata's own
+//! HTTP/1.1 connection (`agent_h1.rs`), which hands to hyper's h1 connection whatever it does
+//! not serve itself — with the bytes it read put back in front (`Rewound`). It is not given to
+//! the auto builder: that reads up to 24 bytes to tell h1 from h2 and puts them in front of the
+//! rest, so hyper's first read returns those 24 bytes alone, and its next read, finding its
+//! 8 KiB buffer 24 bytes short, grows it to 16 KiB — for the connection's life (an SSE
+//! stream's: hours). TLS and h2 agents go through the auto builder.
+//!
+//! The drain: hyper's connections are watched by `GracefulShutdown`; strata's own, which it
+//! cannot watch, hold a receiver of `live` for their life, and the drain waits until none is
+//! left. Both see shutdown begin when `stop` is dropped.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -97,7 +103,8 @@ pub async fn serve(
     let builder = Arc::new((builder, h1));
     let graceful = GracefulShutdown::new();
     // Dropped at shutdown: a connection still waiting for its first bytes (`plain_h1`) is not
-    // yet watched by `graceful`, and ends then rather than at `header_read`.
+    // yet watched by `graceful`, and ends then rather than at `header_read`; strata's own
+    // connections close when idle, or after the exchange under way.
     let (stop, stopping) = tokio::sync::watch::channel(());
     // strata's own connections (`agent_h1.rs`) are not hyper's, so `graceful` does not
     // watch them: each holds a receiver of this, and the drain waits until none is left.
@@ -265,8 +272,8 @@ pub async fn serve(
 
 /// True when the connection is plain TCP and its first bytes are not h2's preface: it is
 /// HTTP/1 (hyper-util's auto builder decides the same at the first byte that differs), and
-/// hyper can read it from the socket itself. Peeked, not read, so hyper's first read takes
-/// the whole request head. False for TLS (nothing to peek below the session), for a
+/// strata's own connection reads it from the socket itself. Peeked, not read, so the first
+/// read takes the whole request head. False for TLS (nothing to peek below the session), for a
 /// connection closed before a byte, and for bytes that may still become the preface: those
 /// go through the auto builder, as before.
 async fn plain_h1(io: &AgentIo) -> bool {

@@ -16,6 +16,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
 use super::super::h1_conns::parse_length;
+use super::has_close;
 
 /// Most header fields parsed in place; a head with more (and a larger `limits.max_headers`)
 /// is hyper's.
@@ -120,10 +121,7 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
         {
             return Parsed::HandOver;
         } else if name.eq_ignore_ascii_case(b"connection") {
-            head.close |= field
-                .value
-                .split(|&b| b == b',')
-                .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"));
+            head.close |= has_close(field.value);
         } else if name.eq_ignore_ascii_case(b"idempotency-key") {
             head.idempotency_key = true;
         }

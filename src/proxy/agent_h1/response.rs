@@ -13,6 +13,7 @@ use http::header;
 use http::response::Parts;
 
 use super::super::h1_conns::parse_length;
+use super::has_close;
 
 /// How the body goes on the wire (RFC 9112 §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,8 +125,9 @@ pub(super) fn encode_head(
             header::TRANSFER_ENCODING | header::TRAILER => {}
             header::CONNECTION => {
                 let tokens = value.as_bytes();
-                is_last |= has_close(tokens);
-                wrote_close |= has_close(tokens);
+                let closes = has_close(tokens);
+                is_last |= closes;
+                wrote_close |= closes;
                 if same {
                     out.extend_from_slice(b", ");
                 } else {
@@ -197,12 +199,6 @@ fn end_connection(out: &mut Vec<u8>, close: bool, wrote_close: bool) {
         out.extend_from_slice(b", close");
     }
     out.extend_from_slice(b"\r\n");
-}
-
-fn has_close(tokens: &[u8]) -> bool {
-    tokens
-        .split(|&b| b == b',')
-        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"))
 }
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT`: the IMF-fixdate (RFC 9110 §5.6.7).

@@ -145,10 +145,11 @@ pub async fn serve(
                 saturated = false;
                 let _ = stream.set_nodelay(true);
                 let current = proxy.clone();
-                let (own, own_peer) = (proxy.clone(), Peer::new(agent));
                 let started = Arc::new(AtomicBool::new(false));
                 let first = started.clone();
                 let peer = Peer::new(agent);
+                // strata's own connection's handles; the service below takes the others.
+                let (own, own_peer) = (proxy.clone(), peer.clone());
                 let service = service_fn(move |req| {
                     first.store(true, Ordering::Relaxed);
                     // Boxed per request: hyper keeps room for the service's future for the
@@ -213,8 +214,8 @@ pub async fn serve(
                                     return limit_hit(&metrics, Limit::HeaderTimeout, agent);
                                 }
                                 Served::AgentLeft(err) => {
-                                    tracing::debug!(error = %err, %agent, "agent connection ended with an error");
-                                    return;
+                                    let started = started.load(Ordering::Relaxed);
+                                    return connection_error(&metrics, &err, started, agent);
                                 }
                                 Served::AnswerBroken(why) => {
                                     tracing::debug!(%agent, "agent connection closed: {why}");

@@ -98,34 +98,46 @@ pub(crate) fn write_direct(
         if !current.is::<json::JsonLines>() {
             return false;
         }
-        let stdout = current.downcast_ref::<StdoutLines>();
-        let capture = current.downcast_ref::<CapturedLogs>();
-        if stdout.is_none() && capture.is_none() {
+        let Some(record) = record.take() else {
             return false;
-        }
-        // A failed log write has nobody to tell; the line is dropped, as the subscriber's
-        // own failed writes are.
-        let write = |line: &str| {
-            let written = match (stdout, capture) {
-                (Some(lines), _) => lines.make_writer().write_all(line.as_bytes()),
-                (None, Some(capture)) => capture.make_writer().write_all(line.as_bytes()),
-                (None, None) => Ok(()),
-            };
-            written.map_err(|_| std::fmt::Error)
         };
-        let mut build = |line: &mut String| match record.take() {
-            Some(record) => json::write_fields_line(line, level, target, record),
-            None => Ok(()),
-        };
-        if json::in_line_buffer(&mut build, write).is_none() {
-            // This thread's buffer is in use (a line built inside another): a buffer of its own.
-            let mut line = String::new();
-            if build(&mut line).is_ok() {
-                let _ = write(&line);
-            }
+        if let Some(lines) = current.downcast_ref::<StdoutLines>() {
+            write_line_to(lines, level, target, record);
+        } else if let Some(capture) = current.downcast_ref::<CapturedLogs>() {
+            write_line_to(capture, level, target, record);
+        } else {
+            return false;
         }
         true
     })
+}
+
+/// [`write_direct`]'s line, built in this thread's line buffer (or one of its own when that
+/// is in use: a line built inside another) and written in one piece. A failed log write has
+/// nobody to tell; the line is dropped, as the subscriber's own failed writes are.
+fn write_line_to<M: for<'w> MakeWriter<'w>>(
+    writer: &M,
+    level: &tracing::Level,
+    target: &str,
+    record: impl FnOnce(&mut Fields<'_, String>),
+) {
+    let write = |line: &str| {
+        writer
+            .make_writer()
+            .write_all(line.as_bytes())
+            .map_err(|_| std::fmt::Error)
+    };
+    let mut record = Some(record);
+    let mut build = |line: &mut String| match record.take() {
+        Some(record) => json::write_fields_line(line, level, target, record),
+        None => Ok(()),
+    };
+    if json::in_line_buffer(&mut build, write).is_none() {
+        let mut line = String::new();
+        if build(&mut line).is_ok() {
+            let _ = write(&line);
+        }
+    }
 }
 
 /// Routes this thread's log events, at every level, into a buffer as JSON lines (the same

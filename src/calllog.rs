@@ -153,7 +153,7 @@ impl<'a> CallRecord<'a> {
         // Each name written ahead: `,"name":`.
         macro_rules! key {
             ($name:literal) => {
-                Name::key(concat!(",\"", $name, "\":"))
+                Name::Key(concat!(",\"", $name, "\":"))
             };
         }
         let optional = |fields: &mut Fields<'_, String>, name, value: Option<&str>| {
@@ -234,10 +234,7 @@ impl Statuses<'_> {
             if i > 0 {
                 w.write_char(',')?;
             }
-            let mut room = [0; 20];
-            let digits = telemetry::decimal(u64::from(status), &mut room);
-            // Only ASCII digits.
-            w.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)?;
+            telemetry::write_u64(w, u64::from(status))?;
         }
         Ok(())
     }

@@ -117,20 +117,14 @@ fn level_name(level: &Level) -> &'static str {
     }
 }
 
-/// A field's name: from tracing (escaped as it is written), or written ahead of time as
-/// `,"name":` ([`Name::key`]) for a record that knows its names.
+/// A field's name: from tracing (escaped as it is written), or written ahead of time for a
+/// record that knows its names.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Name<'a> {
     Plain(&'a str),
-    Key(&'static str),
-}
-
-impl Name<'static> {
-    /// `,"name":` for a name of letters, digits and `_` (nothing to escape); build it with
+    /// `,"name":` for a name of letters, digits and `_` (nothing to escape), built with
     /// `concat!(",\"", name, "\":")`.
-    pub(crate) const fn key(written: &'static str) -> Self {
-        Name::Key(written)
-    }
+    Key(&'static str),
 }
 
 impl<'a> From<&'a str> for Name<'a> {
@@ -204,7 +198,7 @@ impl<W: Write> Fields<'_, W> {
     }
 
     /// A `Debug` or `Display` value (`?x`, `%x`), as a string.
-    pub(crate) fn text<'n>(&mut self, name: impl Into<Name<'n>>, value: fmt::Arguments<'_>) {
+    fn text<'n>(&mut self, name: impl Into<Name<'n>>, value: fmt::Arguments<'_>) {
         self.entry(name, |w| {
             w.write_char('"')?;
             Escaped(w).write_fmt(value)?;
@@ -241,8 +235,9 @@ impl<W: Write> Visit for Fields<'_, W> {
     }
 }
 
-/// A decimal integer without `fmt`'s padding machinery (several hundred instructions a number).
-fn write_u64(w: &mut impl Write, value: u64) -> fmt::Result {
+/// A decimal integer without `fmt`'s padding machinery (several hundred instructions a number);
+/// also the call record's statuses (`calllog.rs`).
+pub(crate) fn write_u64(w: &mut impl Write, value: u64) -> fmt::Result {
     let mut digits = [0u8; 20];
     // Only ASCII digits were written.
     w.write_str(std::str::from_utf8(decimal(value, &mut digits)).map_err(|_| fmt::Error)?)

@@ -13,6 +13,7 @@ pub mod h1_conns;
 mod inspect;
 mod keepalive;
 mod keys;
+mod known_names;
 mod local;
 mod origin;
 mod replay;

@@ -16,6 +16,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
 use super::super::h1_conns::parse_length;
+use super::super::known_names::known_name;
 use super::has_close;
 
 /// Most header fields parsed in place; a head with more (and a larger `limits.max_headers`)
@@ -139,7 +140,11 @@ impl Head {
         let uri = Uri::from_maybe_shared(slice(self.target)).ok()?;
         let mut headers = HeaderMap::with_capacity(self.fields.len());
         for &(name, value) in &self.fields {
-            let name = HeaderName::from_bytes(&slice(name)).ok()?;
+            let name = &head[name.at as usize..(name.at + name.len) as usize];
+            let name = match known_name(name) {
+                Some(known) => known,
+                None => HeaderName::from_bytes(name).ok()?,
+            };
             let value = HeaderValue::from_maybe_shared(slice(value)).ok()?;
             headers.append(name, value);
         }

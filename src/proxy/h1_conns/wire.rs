@@ -17,6 +17,7 @@ use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
+use crate::proxy::known_names::known_name;
 use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).
@@ -142,8 +143,12 @@ pub(super) fn parse_response(
         let mut headers = HeaderMap::with_capacity(spans.len() + 2);
         for &(name, name_len, value, value_len) in &spans {
             let name_bytes = &head[name..name + name_len];
-            let name = HeaderName::from_bytes(name_bytes)
-                .map_err(|_| HeadError::Header(String::from_utf8_lossy(name_bytes).into_owned()))?;
+            let name = match known_name(name_bytes) {
+                Some(known) => known,
+                None => HeaderName::from_bytes(name_bytes).map_err(|_| {
+                    HeadError::Header(String::from_utf8_lossy(name_bytes).into_owned())
+                })?,
+            };
             let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
                 .map_err(|_| HeadError::Header(name.as_str().to_owned()))?;
             headers.append(name, value);

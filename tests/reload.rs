@@ -49,6 +49,8 @@ async fn reload_swaps_the_upstream_and_refuses_bad_configs() {
 
     config.upstream = Upstream::parse(&format!("http://{b}")).unwrap();
     running.reload(&config).unwrap();
+    // On the same pooled agent connection, which keeps a copy of the proxy (`ProxyCache`):
+    // the reload must reach it too.
     assert_eq!(call_ok(&client, running.listen).await, 200);
     assert_eq!(
         (bed_a.calls_of("ok"), bed_b.calls_of("ok")),

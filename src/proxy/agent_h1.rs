@@ -37,7 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::{AgentBody, CurrentProxy, FromAgent, Peer};
+use super::{AgentBody, CurrentProxy, FromAgent, Peer, ProxyCache};
 
 mod read_request;
 mod request;
@@ -142,10 +142,12 @@ pub(super) async fn serve(
     // exchange — makes tokio wake its own driver (an `eventfd` write, and one more
     // `epoll_wait`) on every call (strace, `bench/README.md`).
     let mut header_read = Box::pin(tokio::time::sleep_until(first_deadline));
+    let mut cache = proxy.cache();
     loop {
         match conn
             .exchange(
                 proxy,
+                &mut cache,
                 peer,
                 settings,
                 header_read.as_mut(),
@@ -172,6 +174,7 @@ impl Conn {
     async fn exchange(
         &mut self,
         current: &CurrentProxy,
+        cache: &mut ProxyCache,
         peer: &Peer,
         settings: Settings,
         header_read: Pin<&mut Sleep>,
@@ -182,7 +185,7 @@ impl Conn {
         let head = self
             .read_head(settings.limits, header_read, first, stopping)
             .await?;
-        let proxy = current.load();
+        let proxy = cache.get(current);
         let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
         let total = head.len.checked_add(length).ok_or(Stop::HandOver)?;
         if self.read.len() < total {

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -31,6 +32,10 @@ struct CallKey {
 #[derive(Default)]
 pub struct RecentFailures {
     map: Mutex<HashMap<CallKey, (Fingerprint, Instant)>>,
+    /// The map's length, set under its lock: every call asks, and while nothing failed lately
+    /// the answer comes without the lock — whose word every worker thread would write, the
+    /// cache line passing between the cores on each call.
+    remembered: AtomicUsize,
 }
 
 impl RecentFailures {
@@ -65,6 +70,7 @@ impl RecentFailures {
             drop_older_half(&mut map);
         }
         map.insert(Self::key(session, method, tool), (fp.fingerprint, now));
+        self.remembered.store(map.len(), Ordering::Relaxed);
     }
 
     /// Whether this request repeats a recent failure (and forgets that failure).
@@ -76,21 +82,29 @@ impl RecentFailures {
         target: &str,
         body: &[u8],
     ) -> bool {
+        // The usual case: nothing failed lately; neither the lock nor the key is needed.
+        if self.remembered.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let recorded = {
-            let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            // The usual case: nothing failed lately, and the key need not be built.
-            if map.is_empty() {
-                return false;
-            }
-            match map.get(&Self::key(session, method, tool)) {
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            let key = Self::key(session, method, tool);
+            match map.get(&key) {
                 Some((fp, at)) if at.elapsed() < WINDOW => *fp,
-                _ => return false,
+                Some(_) => {
+                    // Past the window: forgotten now, so calls stop taking the lock for it.
+                    map.remove(&key);
+                    self.remembered.store(map.len(), Ordering::Relaxed);
+                    return false;
+                }
+                None => return false,
             }
         };
         let same = fingerprint(target, body).is_some_and(|f| f.fingerprint == recorded);
         if same {
             let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
             map.remove(&Self::key(session, method, tool));
+            self.remembered.store(map.len(), Ordering::Relaxed);
         }
         same
     }
@@ -140,6 +154,11 @@ mod tests {
         assert!(
             !r.is_retry(None, "tools/call", "t", "/mcp", body(5, 1).as_bytes()),
             "too late"
+        );
+        assert_eq!(
+            r.remembered.load(Ordering::Relaxed),
+            0,
+            "forgotten when found too late"
         );
     }
 

@@ -157,7 +157,10 @@ pub async fn serve(
                     // SSE stream would keep for hours after its head went out. Boxed, that
                     // room is a pointer and the future is freed once the head is out.
                     let req = req.map(FromAgent::Hyper);
-                    let handle: HandleFuture = Box::pin(current.load().handle(req, peer.clone()));
+                    let current = current.load();
+                    let peer = peer.clone();
+                    let handle: HandleFuture =
+                        Box::pin(async move { current.handle(req, peer).await });
                     handle
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.

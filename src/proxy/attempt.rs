@@ -3,7 +3,7 @@
 use http::header::HeaderValue;
 use http::{HeaderMap, Method, Request, Response, Uri, Version};
 
-use crate::metrics::{CallHandles, Metrics};
+use crate::metrics::Metrics;
 use crate::policy::Failure;
 
 use super::body::FromUpstream;
@@ -41,8 +41,6 @@ pub(super) struct RetryPlan {
     pub applies: bool,
     /// Every request in the body may be re-sent.
     pub idempotent: bool,
-    /// (method, tool) of each request, for the retry metrics.
-    pub labels: Vec<(String, String)>,
 }
 
 impl Template {
@@ -62,15 +60,6 @@ impl Template {
         *request.version_mut() = self.version;
         *request.headers_mut() = self.headers.clone();
         request
-    }
-}
-
-impl RetryPlan {
-    /// Counts one retry (or suppression) for every request of the call.
-    pub(super) fn count(&self, metrics: &Metrics, f: impl Fn(&CallHandles)) {
-        for (method, tool) in &self.labels {
-            f(&metrics.call(method, tool));
-        }
     }
 }
 

@@ -16,67 +16,95 @@ struct State {
     cut: bool,
 }
 
-/// Shared between the request body (writer) and the handler (reader).
+/// What the handler knows of a POST body's requests.
+pub(super) enum Inspection {
+    /// Read whole before the exchange (the replay buffer's body): inspected then and there,
+    /// with nothing shared and no lock.
+    Whole { found: Inspected, cut: bool },
+    /// Streaming: shared between the request body (writer) and the handler (reader).
+    Streaming(Shared),
+}
+
 #[derive(Clone, Default)]
-pub(super) struct Inspection(Arc<Mutex<State>>);
+pub(super) struct Shared(Arc<Mutex<State>>);
 
 /// The request body's sink; inert for bodies that are not inspected (GET, DELETE).
 pub struct InspectSink {
-    shared: Option<Inspection>,
+    shared: Option<Shared>,
     cap: usize,
 }
 
 // === impl Inspection ===
 
 impl Inspection {
-    pub(super) fn new() -> Self {
-        Inspection(Arc::new(Mutex::new(State {
+    /// A body read whole, inspected now (at most `cap` bytes of it).
+    pub(super) fn whole(body: &[u8], cap: usize) -> Self {
+        let mut inspector = RequestInspector::new();
+        let cut = inspector.feed(body, cap);
+        Inspection::Whole {
+            found: inspector.finish(),
+            cut,
+        }
+    }
+
+    /// A body to inspect as it streams, and the sink it streams through.
+    pub(super) fn streaming(cap: usize) -> (Self, InspectSink) {
+        let shared = Shared(Arc::new(Mutex::new(State {
             inspector: Some(RequestInspector::new()),
             done: None,
             cut: false,
-        })))
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        })));
+        let sink = InspectSink {
+            shared: Some(shared.clone()),
+            cap,
+        };
+        (Inspection::Streaming(shared), sink)
     }
 
     /// What is known now. A body still streaming is read as far as it got.
-    pub(super) fn take(&self) -> Inspected {
-        let mut state = self.lock();
-        if let Some(done) = state.done.take() {
-            return done;
-        }
-        match state.inspector.take() {
-            Some(inspector) => inspector.finish_partial(),
-            None => Inspected::default(),
+    pub(super) fn take(self) -> Inspected {
+        match self {
+            Inspection::Whole { found, .. } => found,
+            Inspection::Streaming(shared) => {
+                let mut state = shared.lock();
+                if let Some(done) = state.done.take() {
+                    return done;
+                }
+                match state.inspector.take() {
+                    Some(inspector) => inspector.finish_partial(),
+                    None => Inspected::default(),
+                }
+            }
         }
     }
 
-    /// Maps the requests found, when the body was read to its end (the replay path);
-    /// nothing otherwise.
-    pub(super) fn requests<T>(
+    /// `f` of the requests found, when the body was read to its end (the replay path); of
+    /// none otherwise.
+    pub(super) fn with_requests<T>(
         &self,
-        f: impl Fn(&crate::classify::envelope::Request) -> T,
-    ) -> Vec<T> {
-        let state = self.lock();
-        state
-            .done
-            .as_ref()
-            .map(|done| done.requests.iter().map(f).collect())
-            .unwrap_or_default()
+        f: impl FnOnce(&[crate::classify::envelope::Request]) -> T,
+    ) -> T {
+        match self {
+            Inspection::Whole { found, .. } => f(&found.requests),
+            Inspection::Streaming(shared) => {
+                let state = shared.lock();
+                f(state.done.as_ref().map_or(&[][..], |done| &done.requests))
+            }
+        }
     }
 
     /// True when the inspect cap stopped the inspector before the body's end.
     pub(super) fn was_cut(&self) -> bool {
-        self.lock().cut
-    }
-
-    pub(super) fn sink(&self, cap: usize) -> InspectSink {
-        InspectSink {
-            shared: Some(self.clone()),
-            cap,
+        match self {
+            Inspection::Whole { cut, .. } => *cut,
+            Inspection::Streaming(shared) => shared.lock().cut,
         }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

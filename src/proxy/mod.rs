@@ -303,15 +303,11 @@ impl Proxy {
         // A streamed POST body, handed back if the upstream client drops it unsent.
         let mut unsent = None;
         let first_body = if parts.method == Method::POST {
-            let i = Inspection::new();
-            let mut sink = i.sink(self.inspect_cap);
-            inspection = Some(i);
             if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
                 let cap = self.policy.replay_cap();
                 match replay::read_up_to(body, cap, self.request_body_idle).await {
                     Ok(Buffered::Whole(bytes)) => {
-                        sink.on_data(&bytes);
-                        sink.on_end(BodyEnd::Complete);
+                        inspection = Some(Inspection::whole(&bytes, self.inspect_cap));
                         replay = Some(bytes.clone());
                         body_kind = BodyKind::Whole;
                         RequestBody::Replay(Some(bytes))
@@ -319,6 +315,8 @@ impl Proxy {
                     Ok(Buffered::Over { prefix, rest }) => {
                         self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
                         body_kind = BodyKind::Over;
+                        let (i, sink) = Inspection::streaming(self.inspect_cap);
+                        inspection = Some(i);
                         RequestBody::prefixed(prefix, rest, sink)
                     }
                     // The agent's body broke: nothing can be forwarded.
@@ -332,6 +330,8 @@ impl Proxy {
                     }
                 }
             } else {
+                let (i, sink) = Inspection::streaming(self.inspect_cap);
+                inspection = Some(i);
                 let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
                 unsent = Some(back);
                 body
@@ -411,13 +411,13 @@ impl Proxy {
             self.policy.deposit();
         }
         // The agent's own retry of a call that just failed? (Checked only for one request.)
-        if let (Some(body), [(method, tool)]) = (&replay, plan.labels.as_slice()) {
+        if let Some(body) = &replay {
             let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
             let session = waiting.session.as_deref();
-            if self
-                .ctx
-                .recent
-                .is_retry(session, method, tool, target, body)
+            let recent = &self.ctx.recent;
+            if waiting
+                .single_call(|method, tool| recent.is_retry(session, method, tool, target, body))
+                == Some(true)
             {
                 waiting.client_retry = true;
             }
@@ -457,7 +457,7 @@ impl Proxy {
             };
             match self.policy.next(failure, &attempt) {
                 Next::Retry { wait, reason } => {
-                    plan.count(&self.ctx.metrics, |h| h.retry(reason));
+                    waiting.count(&self.ctx.metrics, |h| h.retry(reason));
                     waiting.statuses.push(failure.status());
                     waiting.attempts += 1;
                     drop(outcome);
@@ -465,7 +465,7 @@ impl Proxy {
                 }
                 Next::GiveUp(why) => {
                     if let Some(why) = why {
-                        plan.count(&self.ctx.metrics, |h| h.suppressed(why));
+                        waiting.count(&self.ctx.metrics, |h| h.suppressed(why));
                     }
                     break outcome;
                 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use crate::classify::exchange::Exchange;
-use crate::metrics::Limit;
+use crate::metrics::{CallHandles, Limit, Metrics};
 
 use super::attempt::RetryPlan;
 use super::call::{CallMeta, CallTracker};
@@ -40,21 +40,37 @@ impl Waiting<'_> {
             return RetryPlan::default();
         };
         let has_key = headers.contains_key(IDEMPOTENCY_KEY);
-        let labels: Vec<(String, String)> = inspection.requests(|r| {
-            (
-                r.method.text_lossy().into_owned(),
-                r.tool.text_lossy().into_owned(),
-            )
-        });
         let policy = &self.proxy.policy;
-        RetryPlan {
-            applies: !labels.is_empty(),
-            idempotent: !labels.is_empty()
-                && labels
-                    .iter()
-                    .all(|(m, t)| policy.verdict(m, t, has_key).idempotent()),
-            labels,
+        inspection.with_requests(|requests| RetryPlan {
+            applies: !requests.is_empty(),
+            idempotent: !requests.is_empty()
+                && requests.iter().all(|r| {
+                    policy
+                        .verdict(&r.method.text_lossy(), &r.tool.text_lossy(), has_key)
+                        .idempotent()
+                }),
+        })
+    }
+
+    /// Counts one retry (or suppression) for every request of the call.
+    pub(super) fn count(&self, metrics: &Metrics, f: impl Fn(&CallHandles)) {
+        if let Some(inspection) = &self.inspection {
+            inspection.with_requests(|requests| {
+                for r in requests {
+                    f(&metrics.call(&r.method.text_lossy(), &r.tool.text_lossy()));
+                }
+            });
         }
+    }
+
+    /// `f` of the method and tool of the call, when the body carries exactly one request.
+    pub(super) fn single_call<T>(&self, f: impl FnOnce(&str, &str) -> T) -> Option<T> {
+        self.inspection
+            .as_ref()?
+            .with_requests(|requests| match requests {
+                [r] => Some(f(&r.method.text_lossy(), &r.tool.text_lossy())),
+                _ => None,
+            })
     }
 
     /// The tracker for what this exchange carries, or `None` when it carries no call.

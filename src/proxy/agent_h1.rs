@@ -146,7 +146,6 @@ pub(super) async fn serve(
     loop {
         match conn
             .exchange(
-                proxy,
                 &mut cache,
                 peer,
                 settings,
@@ -173,8 +172,7 @@ impl Conn {
     /// One request and its answer.
     async fn exchange(
         &mut self,
-        current: &CurrentProxy,
-        cache: &mut ProxyCache,
+        cache: &mut ProxyCache<'_>,
         peer: &Peer,
         settings: Settings,
         header_read: Pin<&mut Sleep>,
@@ -185,7 +183,7 @@ impl Conn {
         let head = self
             .read_head(settings.limits, header_read, first, stopping)
             .await?;
-        let proxy = cache.get(current);
+        let proxy = cache.get();
         let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
         let total = head.len.checked_add(length).ok_or(Stop::HandOver)?;
         if self.read.len() < total {

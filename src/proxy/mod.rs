@@ -122,7 +122,8 @@ pub struct CurrentProxy {
 /// worker thread writes (both counts go up and down): on 2 cores at 64 agents the lock alone
 /// was 0.5 % of strata's CPU (`perf`), with the line passed between the cores each call. A
 /// generation only read stays in both cores' caches until a reload writes it.
-pub(crate) struct ProxyCache {
+pub(crate) struct ProxyCache<'a> {
+    current: &'a CurrentProxy,
     generation: u64,
     proxy: Arc<Proxy>,
 }
@@ -145,21 +146,22 @@ impl CurrentProxy {
     }
 
     /// A cache of the proxy in force, for a connection.
-    pub(crate) fn cache(&self) -> ProxyCache {
+    pub(crate) fn cache(&self) -> ProxyCache<'_> {
         // The generation first: a reload between the two reads is seen at the next `get`.
         let generation = self.generation.load(Ordering::Acquire);
         ProxyCache {
+            current: self,
             generation,
             proxy: self.load(),
         }
     }
 }
 
-impl ProxyCache {
+impl ProxyCache<'_> {
     /// The proxy in force now.
-    pub(crate) fn get(&mut self, current: &CurrentProxy) -> &Arc<Proxy> {
-        if current.generation.load(Ordering::Acquire) != self.generation {
-            *self = current.cache();
+    pub(crate) fn get(&mut self) -> &Arc<Proxy> {
+        if self.current.generation.load(Ordering::Acquire) != self.generation {
+            *self = self.current.cache();
         }
         &self.proxy
     }

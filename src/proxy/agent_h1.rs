@@ -197,7 +197,14 @@ impl Conn {
         }
         let bytes = self.read.split_to(head.len).freeze();
         let body = (length > 0).then(|| self.read.split_to(length).freeze());
-        let Some(request) = head.request(&bytes) else {
+        // The fields as read when `handle` forwards them so (`agent_fields.rs`), else a map.
+        let read = if proxy.forwards_fields_as_read(head.method(), head.idempotency_key) {
+            head.request_and_fields(&bytes)
+                .map(|(request, fields)| (request, Some(fields)))
+        } else {
+            head.request(&bytes).map(|request| (request, None))
+        };
+        let Some((request, fields)) = read else {
             self.put_back(&bytes, body.as_ref());
             return Err(Stop::HandOver);
         };
@@ -205,7 +212,7 @@ impl Conn {
         let request = request.map(|()| FromAgent::Whole(body));
         // Boxed, as hyper boxes it (`server.rs`): this future is ~2.6 KB, and inline it would
         // size this connection's task for its life — an SSE stream's hours.
-        let handle = Box::pin(proxy.handle(request, peer.clone()));
+        let handle = Box::pin(proxy.handle(request, fields, peer.clone()));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,

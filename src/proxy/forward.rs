@@ -97,7 +97,7 @@ fn via(version: Version) -> &'static str {
 /// them as it encodes the head (`h1_conns/wire.rs`), where two more entries in the agent's
 /// map made it grow — a rehash of every entry, 1.8k instructions a call (callgrind).
 #[derive(Clone, Debug)]
-pub struct Hop {
+pub(crate) struct Hop {
     via: &'static str,
     forwarded_for: HeaderValue,
 }
@@ -118,16 +118,12 @@ impl Hop {
 
     /// `Via`, and `X-Forwarded-For` with the agent's address after any the head had (the
     /// head's own `X-Forwarded-For` lines are left out by the caller: this is their sum).
-    pub(super) fn write(&self, headers: &HeaderMap, out: &mut Vec<u8>) {
+    pub(super) fn write<'a>(&self, prior: impl Iterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
         out.extend_from_slice(b"via: ");
         out.extend_from_slice(self.via.as_bytes());
         out.extend_from_slice(b"\r\nx-forwarded-for: ");
-        for prior in headers
-            .get_all(X_FORWARDED_FOR)
-            .iter()
-            .filter(|v| !v.is_empty())
-        {
-            out.extend_from_slice(prior.as_bytes());
+        for prior in prior.filter(|v| !v.is_empty()) {
+            out.extend_from_slice(prior);
             out.extend_from_slice(b", ");
         }
         out.extend_from_slice(self.forwarded_for.as_bytes());
@@ -280,7 +276,7 @@ mod tests {
     fn hop_lines_written_into_a_head_say_what_the_map_would() {
         let agent = Peer::new(SocketAddr::new("10.0.0.9".parse().unwrap(), 1));
         let mut out = Vec::new();
-        Hop::new(Version::HTTP_2, &agent).write(&HeaderMap::new(), &mut out);
+        Hop::new(Version::HTTP_2, &agent).write(std::iter::empty(), &mut out);
         assert_eq!(out, b"via: 2 strata\r\nx-forwarded-for: 10.0.0.9\r\n");
         let mut h = HeaderMap::new();
         h.append("x-forwarded-for", HeaderValue::from_static("1.1.1.1"));
@@ -290,7 +286,12 @@ mod tests {
             HeaderValue::from_static("2.2.2.2, 3.3.3.3"),
         );
         let mut out = Vec::new();
-        Hop::new(Version::HTTP_11, &agent).write(&h, &mut out);
+        Hop::new(Version::HTTP_11, &agent).write(
+            h.get_all("x-forwarded-for")
+                .iter()
+                .map(HeaderValue::as_bytes),
+            &mut out,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "via: 1.1 strata\r\nx-forwarded-for: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.9\r\n"

@@ -28,6 +28,7 @@
 //! its calls/s (hyper's parts wake the very task polling them, and tokio woke its idle worker
 //! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
 
+use super::agent_fields::AgentFields;
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice};
@@ -176,9 +177,10 @@ impl H1Conns {
 
     /// Sends a request whose body is known whole ([`RequestBody::whole`]) on an idle
     /// connection, or a new one, and reads the response head.
-    pub async fn send(
+    pub(crate) async fn send(
         self: &Arc<Self>,
         parts: http::request::Parts,
+        fields: Option<&AgentFields>,
         body: Bytes,
         hop: &Hop,
     ) -> Result<Response<ResponseBody>, SendError> {
@@ -186,14 +188,11 @@ impl H1Conns {
         // travels in `Host` (`forward::set_host`).
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
         let mut head = Vec::with_capacity(128 + 64 * parts.headers.len());
-        wire::encode_request(
-            &mut head,
-            &parts.method,
-            target,
-            &parts.headers,
-            hop,
-            body.len(),
-        );
+        let fields = match fields {
+            Some(fields) => wire::Fields::AsRead(fields),
+            None => wire::Fields::Map(&parts.headers),
+        };
+        wire::encode_request(&mut head, &parts.method, target, fields, hop, body.len());
         drop(parts.headers);
         loop {
             let (mut conn, reused) = match self.checkout().await {

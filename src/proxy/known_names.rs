@@ -14,58 +14,160 @@ use super::{
     SESSION as MCP_SESSION_ID,
 };
 
+/// The names listed here. Each is known by its length and first letter, then one compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Known {
+    Host,
+    Date,
+    Accept,
+    Origin,
+    Server,
+    UserAgent,
+    Connection,
+    KeepAlive,
+    RetryAfter,
+    ContentType,
+    Authorization,
+    CacheControl,
+    LastEventId,
+    ContentLength,
+    McpSessionId,
+    AcceptEncoding,
+    IdempotencyKey,
+    XForwardedFor,
+    TransferEncoding,
+    McpProtocolVersion,
+    ProxyConnection,
+    Te,
+    Trailer,
+    Upgrade,
+}
+
+impl Known {
+    /// `name`'s entry, when it is one of the names listed here (any case).
+    pub(crate) fn of(name: &[u8]) -> Option<Known> {
+        use Known::*;
+        let first = name.first().map_or(0, |b| b | 0x20);
+        let known = match (name.len(), first) {
+            (2, _) => Te,
+            (4, b'h') => Host,
+            (4, b'd') => Date,
+            (6, b'a') => Accept,
+            (6, b'o') => Origin,
+            (6, b's') => Server,
+            (7, b't') => Trailer,
+            (7, b'u') => Upgrade,
+            (10, b'u') => UserAgent,
+            (10, b'c') => Connection,
+            (10, b'k') => KeepAlive,
+            (11, _) => RetryAfter,
+            (12, _) => ContentType,
+            (13, b'a') => Authorization,
+            (13, b'c') => CacheControl,
+            (13, b'l') => LastEventId,
+            (14, b'c') => ContentLength,
+            (14, b'm') => McpSessionId,
+            (15, b'a') => AcceptEncoding,
+            (15, b'i') => IdempotencyKey,
+            (15, b'x') => XForwardedFor,
+            (16, _) => ProxyConnection,
+            (17, _) => TransferEncoding,
+            (20, _) => McpProtocolVersion,
+            _ => return None,
+        };
+        folded_eq(name, known.spelled()).then_some(known)
+    }
+
+    /// The name in lower case, as `http` spells it.
+    pub(crate) fn spelled(self) -> &'static [u8] {
+        self.name_str().as_bytes()
+    }
+
+    fn name_str(self) -> &'static str {
+        use Known::*;
+        match self {
+            Host => "host",
+            Date => "date",
+            Accept => "accept",
+            Origin => "origin",
+            Server => "server",
+            UserAgent => "user-agent",
+            Connection => "connection",
+            KeepAlive => "keep-alive",
+            RetryAfter => "retry-after",
+            ContentType => "content-type",
+            Authorization => "authorization",
+            CacheControl => "cache-control",
+            LastEventId => "last-event-id",
+            ContentLength => "content-length",
+            McpSessionId => "mcp-session-id",
+            AcceptEncoding => "accept-encoding",
+            IdempotencyKey => "idempotency-key",
+            XForwardedFor => "x-forwarded-for",
+            TransferEncoding => "transfer-encoding",
+            McpProtocolVersion => "mcp-protocol-version",
+            ProxyConnection => "proxy-connection",
+            Te => "te",
+            Trailer => "trailer",
+            Upgrade => "upgrade",
+        }
+    }
+
+    /// As a `HeaderName`.
+    pub(crate) fn header_name(self) -> HeaderName {
+        use Known::*;
+        match self {
+            Host => header::HOST,
+            Date => header::DATE,
+            Accept => header::ACCEPT,
+            Origin => header::ORIGIN,
+            Server => header::SERVER,
+            UserAgent => header::USER_AGENT,
+            Connection => header::CONNECTION,
+            RetryAfter => header::RETRY_AFTER,
+            ContentType => header::CONTENT_TYPE,
+            Authorization => header::AUTHORIZATION,
+            CacheControl => header::CACHE_CONTROL,
+            LastEventId => LAST_EVENT_ID,
+            ContentLength => header::CONTENT_LENGTH,
+            McpSessionId => MCP_SESSION_ID,
+            AcceptEncoding => header::ACCEPT_ENCODING,
+            IdempotencyKey => IDEMPOTENCY_KEY,
+            TransferEncoding => header::TRANSFER_ENCODING,
+            McpProtocolVersion => MCP_PROTOCOL_VERSION,
+            Te => header::TE,
+            Trailer => header::TRAILER,
+            Upgrade => header::UPGRADE,
+            KeepAlive | XForwardedFor | ProxyConnection => HeaderName::from_static(self.name_str()),
+        }
+    }
+
+    /// Hop-by-hop (`forward::HOP_BY_HOP`): never forwarded, whatever `Connection` says.
+    pub(crate) fn is_hop_by_hop(self) -> bool {
+        use Known::*;
+        matches!(
+            self,
+            Connection | KeepAlive | ProxyConnection | Te | Trailer | TransferEncoding | Upgrade
+        )
+    }
+}
+
 /// `name` as a `HeaderName`, when it is one of the names listed here (any case); `None`
 /// otherwise (the caller then asks `HeaderName::from_bytes`).
 pub(super) fn known_name(name: &[u8]) -> Option<HeaderName> {
-    let (known, spelled): (HeaderName, &[u8]) = match name.len() {
-        4 => match name[0] | 0x20 {
-            b'h' => (header::HOST, b"host"),
-            b'd' => (header::DATE, b"date"),
-            _ => return None,
-        },
-        6 => match name[0] | 0x20 {
-            b'a' => (header::ACCEPT, b"accept"),
-            b'o' => (header::ORIGIN, b"origin"),
-            b's' => (header::SERVER, b"server"),
-            _ => return None,
-        },
-        10 => match name[0] | 0x20 {
-            b'u' => (header::USER_AGENT, b"user-agent"),
-            b'c' => (header::CONNECTION, b"connection"),
-            _ => return None,
-        },
-        11 => (header::RETRY_AFTER, b"retry-after"),
-        12 => (header::CONTENT_TYPE, b"content-type"),
-        13 => match name[0] | 0x20 {
-            b'a' => (header::AUTHORIZATION, b"authorization"),
-            b'c' => (header::CACHE_CONTROL, b"cache-control"),
-            b'l' => (LAST_EVENT_ID, b"last-event-id"),
-            _ => return None,
-        },
-        14 => match name[0] | 0x20 {
-            b'c' => (header::CONTENT_LENGTH, b"content-length"),
-            b'm' => (MCP_SESSION_ID, b"mcp-session-id"),
-            _ => return None,
-        },
-        15 => match name[0] | 0x20 {
-            b'a' => (header::ACCEPT_ENCODING, b"accept-encoding"),
-            b'i' => (IDEMPOTENCY_KEY, b"idempotency-key"),
-            _ => return None,
-        },
-        17 => (header::TRANSFER_ENCODING, b"transfer-encoding"),
-        20 => (MCP_PROTOCOL_VERSION, b"mcp-protocol-version"),
-        _ => return None,
-    };
-    folded_eq(name, spelled).then_some(known)
+    Known::of(name).map(Known::header_name)
 }
 
-/// `name` lower-cased equals `lower` (same length, 4 to 20 bytes: every listed name).
+/// `name` lower-cased equals `lower` (same length, at most 20 bytes: every listed name).
 /// `eq_ignore_ascii_case` goes a byte at a time (~10 instructions a byte, callgrind); this
 /// compares eight bytes at a time, the last word overlapping the one before it.
 fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
     let len = name.len();
-    if len != lower.len() || !(4..=20).contains(&len) {
+    if len != lower.len() || len > 20 {
         return false;
+    }
+    if len < 4 {
+        return name.eq_ignore_ascii_case(lower);
     }
     if len < 8 {
         // Two 4-byte words, overlapping when the length is under 8.
@@ -105,7 +207,13 @@ fn word<const N: usize>(bytes: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
 
-    const LISTED: [&str; 20] = [
+    const LISTED: [&str; 26] = [
+        "te",
+        "trailer",
+        "upgrade",
+        "keep-alive",
+        "x-forwarded-for",
+        "proxy-connection",
         "host",
         "date",
         "accept",
@@ -136,6 +244,14 @@ mod tests {
                 match known_name(spelled.as_bytes()) {
                     Some(known) => assert_eq!(Some(known), expected, "{spelled}"),
                     None => assert_eq!(name, "x-unlisted", "{spelled} is listed"),
+                }
+                if let Some(known) = Known::of(spelled.as_bytes()) {
+                    assert_eq!(known.spelled(), name.to_ascii_lowercase().as_bytes());
+                    assert_eq!(
+                        known.is_hop_by_hop(),
+                        crate::proxy::HOP_BY_HOP.contains(&known.header_name().as_str()),
+                        "{spelled}"
+                    );
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
+mod agent_fields;
 pub mod agent_h1;
 mod attempt;
 mod body;
@@ -36,6 +37,7 @@ use tokio::time::Instant;
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
 
+use agent_fields::{AgentFields, Headers};
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
 };
@@ -45,6 +47,7 @@ pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, SendError};
 pub use keepalive::KeepAlive;
+use known_names::Known;
 pub use resume::ResumeRegistry;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
@@ -232,9 +235,13 @@ impl Proxy {
     }
 
     /// One attempt: the request out, the response head back.
+    ///
+    /// `fields`: the agent's fields as read, when `request` has no map (`handle` passes them
+    /// only for a body known whole to an `http://` upstream, which is what takes them here).
     async fn send(
         &self,
         mut request: Request<RequestBody>,
+        fields: Option<&AgentFields>,
         hop: &forward::Hop,
     ) -> Result<Response<FromUpstream>, SendError> {
         // strata's own connections take a body known whole (the replay buffer's, or none).
@@ -242,7 +249,10 @@ impl Proxy {
             && let Some(body) = request.body().whole()
         {
             let (parts, _whole) = request.into_parts();
-            return Ok(conns.send(parts, body, hop).await?.map(FromUpstream::H1));
+            return Ok(conns
+                .send(parts, fields, body, hop)
+                .await?
+                .map(FromUpstream::H1));
         }
         hop.apply(request.headers_mut());
         let response = self.client.request(request).await?;
@@ -261,6 +271,17 @@ impl Proxy {
             .then(|| (self.policy.replay_cap(), self.request_body_idle))
     }
 
+    /// Whether `handle` takes this request's fields as strata's own connection read them
+    /// (`agent_fields.rs`) rather than in a map: a POST whose body goes into the replay
+    /// buffer (retries on) to an `http://` upstream, without an `Idempotency-Key` (whose
+    /// record and claim read the map).
+    pub(crate) fn forwards_fields_as_read(&self, method: &Method, idempotency_key: bool) -> bool {
+        *method == Method::POST
+            && !idempotency_key
+            && self.h1.is_some()
+            && self.policy.retries_enabled()
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.ctx.metrics
     }
@@ -270,9 +291,14 @@ impl Proxy {
     }
 
     /// Serves one agent request.
-    pub async fn handle(
+    ///
+    /// `fields`: the agent's header fields as strata's own connection read them, for a request
+    /// [`forwards_fields_as_read`](Self::forwards_fields_as_read) takes (`req` then has no
+    /// header map); `None` when they are in `req`'s map.
+    pub(crate) async fn handle(
         self: &Arc<Self>,
         req: Request<FromAgent>,
+        mut fields: Option<AgentFields>,
         peer: Peer,
     ) -> Result<Response<AgentBody>, Infallible> {
         let agent = peer.addr;
@@ -281,17 +307,22 @@ impl Proxy {
             .metrics
             .http_request(HttpMethod::from_http(req.method()));
         let (mut parts, body) = req.into_parts();
+        let headers = match &fields {
+            Some(fields) => Headers::Own(fields),
+            None => Headers::Map(&parts.headers),
+        };
         // Before anything is read or forwarded: a browser page from another origin must not
         // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
-        if !self.origin_allowed(&parts.headers) {
+        if !self.origin_allowed(headers) {
             self.ctx.metrics.limit_hit(Limit::Origin);
             tracing::debug!("request refused: its Origin is not in `origins`");
             return Ok(local::response(LocalError::OriginForbidden));
         }
         let method = parts.method.clone();
 
-        let session: Option<Arc<str>> = header_str(&parts.headers, SESSION).map(Arc::from);
-        let protocol_version = header_str(&parts.headers, PROTOCOL_VERSION).map(Box::from);
+        let session: Option<Arc<str>> = headers.get_str(Known::McpSessionId).map(Arc::from);
+        let protocol_version = headers.get_str(Known::McpProtocolVersion).map(Box::from);
+        let has_key = headers.contains(Known::IdempotencyKey);
         let ended_session = (method == Method::DELETE)
             .then(|| session.clone())
             .flatten();
@@ -304,8 +335,15 @@ impl Proxy {
         let mut body_kind = BodyKind::Other;
         // A streamed POST body, handed back if the upstream client drops it unsent.
         let mut unsent = None;
+        if let (true, Some(session), Some(last)) = (
+            parts.method == Method::GET,
+            &session,
+            headers.get(Known::LastEventId),
+        ) {
+            resumed = self.ctx.resume.take_for_resume(session, last);
+        }
         let first_body = if parts.method == Method::POST {
-            if self.policy.retries_enabled() || parts.headers.contains_key(IDEMPOTENCY_KEY) {
+            if self.policy.retries_enabled() || has_key {
                 let cap = self.policy.replay_cap();
                 match replay::read_up_to(body, cap, self.request_body_idle).await {
                     Ok(Buffered::Whole(bytes)) => {
@@ -316,6 +354,7 @@ impl Proxy {
                     }
                     Ok(Buffered::Over { prefix, rest }) => {
                         self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
+
                         body_kind = BodyKind::Over;
                         let (i, sink) = Inspection::streaming(self.inspect_cap);
                         inspection = Some(i);
@@ -339,30 +378,41 @@ impl Proxy {
                 body
             }
         } else {
-            let last_event_id = parts.headers.get(LAST_EVENT_ID);
-            if let (true, Some(session), Some(last)) =
-                (parts.method == Method::GET, &session, last_event_id)
-            {
-                resumed = self.ctx.resume.take_for_resume(session, last.as_bytes());
-            }
             RequestBody::stream(ObservedBody::new(body, InspectSink::inert())).0
         };
 
+        // Fields as read go out only through strata's own upstream connection, which takes a
+        // body known whole; anything else takes a map. (Not reached from `agent_h1`, which
+        // passes fields only for such requests: `forwards_fields_as_read`.)
+        if (body_kind != BodyKind::Whole || self.h1.is_none())
+            && let Some(own) = fields.take()
+        {
+            match own.to_map() {
+                Some(map) => parts.headers = map,
+                None => return Ok(local::response(LocalError::BadRequestBody)),
+            }
+        }
         let uri = match self.upstream_uri(parts.uri.path_and_query()) {
             Ok(uri) => uri,
             Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
         };
-        forward::set_host(
-            &mut parts.headers,
-            &parts.uri,
-            &self.authority,
-            self.rewrite_host,
-        );
-        forward::strip_hop_by_hop(&mut parts.headers);
-        // Only an h2 connection keeps values after sending them (`own_values`): a `https://`
-        // upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
-        if self.h1.is_none() {
-            forward::own_values(&mut parts.headers);
+        match &mut fields {
+            // Rewritten as they are written out (`h1_conns/wire.rs`).
+            Some(fields) => fields.set_host(self.rewrite_host, self.authority.as_str()),
+            None => {
+                forward::set_host(
+                    &mut parts.headers,
+                    &parts.uri,
+                    &self.authority,
+                    self.rewrite_host,
+                );
+                forward::strip_hop_by_hop(&mut parts.headers);
+                // Only an h2 connection keeps values after sending them (`own_values`): a
+                // `https://` upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
+                if self.h1.is_none() {
+                    forward::own_values(&mut parts.headers);
+                }
+            }
         }
         let hop = forward::Hop::new(parts.version, &peer);
         let agent_version = parts.version;
@@ -387,6 +437,7 @@ impl Proxy {
         // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
         // first call claims the key (issue "Retry and idempotency policy").
         let mut claimed = None;
+        // (A request with a key comes with its map: `forwards_fields_as_read`.)
         if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
             // Boxed: only calls with a key take this path, and its future would be a third
             // of every call's (see the send future below).
@@ -406,7 +457,7 @@ impl Proxy {
             }
         }
         let plan = match &body_kind {
-            BodyKind::Whole | BodyKind::Over => waiting.retry_plan(&parts.headers),
+            BodyKind::Whole | BodyKind::Over => waiting.retry_plan(has_key),
             BodyKind::Other => RetryPlan::default(),
         };
         if plan.applies {
@@ -443,7 +494,7 @@ impl Proxy {
             // connection's life (its `in_flight` box) and which moves as a whole.
             let sent = tokio::time::timeout(
                 self.response_head_timeout,
-                Box::pin(self.send(request, &hop)),
+                Box::pin(self.send(request, fields.as_ref(), &hop)),
             )
             .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
@@ -542,12 +593,8 @@ impl Proxy {
 
     /// Every `Origin` header the request carries must be allowed (a request without one
     /// passes: non-browser agents send none).
-    fn origin_allowed(&self, headers: &http::HeaderMap) -> bool {
-        self.origins.is_empty()
-            || headers
-                .get_all(header::ORIGIN)
-                .iter()
-                .all(|v| self.origins.allows(v.as_bytes()))
+    fn origin_allowed(&self, headers: Headers<'_>) -> bool {
+        self.origins.is_empty() || headers.all(Known::Origin, |v| self.origins.allows(v))
     }
 
     fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {

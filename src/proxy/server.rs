@@ -160,7 +160,7 @@ pub async fn serve(
                     let current = current.load();
                     let peer = peer.clone();
                     let handle: HandleFuture =
-                        Box::pin(async move { current.handle(req, peer).await });
+                        Box::pin(async move { current.handle(req, None, peer).await });
                     handle
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.

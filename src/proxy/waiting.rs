@@ -13,7 +13,7 @@ use crate::metrics::{CallHandles, Limit, Metrics};
 use super::attempt::RetryPlan;
 use super::call::{CallMeta, CallTracker};
 use super::inspect::Inspection;
-use super::{IDEMPOTENCY_KEY, Proxy, resume};
+use super::{Proxy, resume};
 
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
 /// request it carried is CLIENT_CANCELLED.
@@ -35,11 +35,11 @@ pub(super) struct Waiting<'a> {
 
 impl Waiting<'_> {
     /// What the policy says about the call, from its (buffered, so fully inspected) body.
-    pub(super) fn retry_plan(&self, headers: &http::HeaderMap) -> RetryPlan {
+    /// `has_key`: the request carries an `Idempotency-Key`.
+    pub(super) fn retry_plan(&self, has_key: bool) -> RetryPlan {
         let Some(inspection) = &self.inspection else {
             return RetryPlan::default();
         };
-        let has_key = headers.contains_key(IDEMPOTENCY_KEY);
         let policy = &self.proxy.policy;
         inspection.with_requests(|requests| RetryPlan {
             applies: !requests.is_empty(),

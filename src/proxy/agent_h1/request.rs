@@ -12,11 +12,11 @@
 use std::mem::MaybeUninit;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
+use super::super::agent_fields::{AgentFields, Field, Span};
 use super::super::h1_conns::parse_length;
-use super::super::known_names::known_name;
+use super::super::known_names::Known;
 use super::has_close;
 
 /// Most header fields parsed in place; a head with more (and a larger `limits.max_headers`)
@@ -38,19 +38,13 @@ pub(super) struct Head {
     pub len: usize,
     method: Method,
     target: Span,
-    fields: Vec<(Span, Span)>,
+    fields: Vec<Field>,
     /// The body's length (0 without `Content-Length`).
     pub content_length: u64,
     /// `Connection: close`: the connection ends after this exchange (RFC 9112 §9.6).
     pub close: bool,
     /// An `Idempotency-Key` field is present (its body goes into the replay buffer).
     pub idempotency_key: bool,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    at: u32,
-    len: u32,
 }
 
 /// What the buffer holds.
@@ -108,25 +102,28 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
     let mut content_length = None;
     for field in parsed.headers.iter() {
         let name = field.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            if content_length.is_some() {
-                return Parsed::HandOver;
+        let known = Known::of(name);
+        match known {
+            Some(Known::ContentLength) => {
+                if content_length.is_some() {
+                    return Parsed::HandOver;
+                }
+                let Some(length) = parse_length(field.value) else {
+                    return Parsed::HandOver;
+                };
+                content_length = Some(length);
             }
-            let Some(length) = parse_length(field.value) else {
-                return Parsed::HandOver;
-            };
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-        {
-            return Parsed::HandOver;
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            head.close |= has_close(field.value);
-        } else if name.eq_ignore_ascii_case(b"idempotency-key") {
-            head.idempotency_key = true;
+            Some(Known::TransferEncoding | Known::Upgrade) => return Parsed::HandOver,
+            None if name.eq_ignore_ascii_case(b"expect") => return Parsed::HandOver,
+            Some(Known::Connection) => head.close |= has_close(field.value),
+            Some(Known::IdempotencyKey) => head.idempotency_key = true,
+            _ => {}
         }
-        head.fields.push((span(name), span(field.value)));
+        head.fields.push(Field {
+            name: span(name),
+            value: span(field.value),
+            known,
+        });
     }
     head.content_length = content_length.unwrap_or(0);
     Parsed::Complete(head)
@@ -136,24 +133,33 @@ impl Head {
     /// The request, its header values slices of `head` (the head's bytes, cut off the
     /// buffer). `None` for a target or a field the `http` types refuse: hyper then answers.
     pub(super) fn request(&self, head: &Bytes) -> Option<Request<()>> {
-        let slice = |s: Span| head.slice(s.at as usize..(s.at + s.len) as usize);
-        let uri = Uri::from_maybe_shared(slice(self.target)).ok()?;
-        let mut headers = HeaderMap::with_capacity(self.fields.len());
-        for &(name, value) in &self.fields {
-            let name = &head[name.at as usize..(name.at + name.len) as usize];
-            let name = match known_name(name) {
-                Some(known) => known,
-                None => HeaderName::from_bytes(name).ok()?,
-            };
-            let value = HeaderValue::from_maybe_shared(slice(value)).ok()?;
-            headers.append(name, value);
-        }
+        let mut request = self.request_line(head)?;
+        *request.headers_mut() = self.fields(head).to_map()?;
+        Some(request)
+    }
+
+    /// The request without its header map, and its fields as read (`agent_fields.rs`).
+    pub(super) fn request_and_fields(&self, head: &Bytes) -> Option<(Request<()>, AgentFields)> {
+        Some((self.request_line(head)?, self.fields(head)))
+    }
+
+    pub(super) fn method(&self) -> &Method {
+        &self.method
+    }
+
+    fn request_line(&self, head: &Bytes) -> Option<Request<()>> {
+        let target =
+            head.slice(self.target.at as usize..(self.target.at + self.target.len) as usize);
+        let uri = Uri::from_maybe_shared(target).ok()?;
         let mut request = Request::new(());
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = uri;
         *request.version_mut() = Version::HTTP_11;
-        *request.headers_mut() = headers;
         Some(request)
+    }
+
+    fn fields(&self, head: &Bytes) -> AgentFields {
+        AgentFields::new(head.clone(), self.fields.clone())
     }
 }
 

@@ -16,8 +16,9 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
+use crate::proxy::agent_fields::AgentFields;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
-use crate::proxy::known_names::known_name;
+use crate::proxy::known_names::{Known, known_name};
 use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).
@@ -51,15 +52,22 @@ pub(super) struct Head {
     pub keep_alive: bool,
 }
 
+/// A request head's fields: `http`'s map (hop-by-hop fields already removed, `Host` set), or
+/// the agent's lines as read (both done as they are written: `agent_fields.rs`).
+pub(in crate::proxy) enum Fields<'a> {
+    Map(&'a HeaderMap),
+    AsRead(&'a AgentFields),
+}
+
 /// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, this hop's
 /// `Via` and `X-Forwarded-For` (the latter the sum of the head's own and the agent's), and
 /// `Content-Length: {body_len}` when the agent's head carried none (its `Transfer-Encoding`
 /// was removed as hop-by-hop; this connection frames the body by length).
-pub(super) fn encode_request(
+pub(in crate::proxy) fn encode_request(
     out: &mut Vec<u8>,
     method: &Method,
     target: &str,
-    headers: &HeaderMap,
+    fields: Fields<'_>,
     hop: &Hop,
     body_len: usize,
 ) {
@@ -67,18 +75,29 @@ pub(super) fn encode_request(
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    for (name, value) in headers {
-        if name == X_FORWARDED_FOR {
-            continue;
+    let has_length = match fields {
+        Fields::Map(headers) => {
+            for (name, value) in headers {
+                if name == X_FORWARDED_FOR {
+                    continue;
+                }
+                out.extend_from_slice(name.as_str().as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            let prior = headers.get_all(X_FORWARDED_FOR);
+            hop.write(prior.iter().map(HeaderValue::as_bytes), out);
+            headers.contains_key(header::CONTENT_LENGTH)
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    hop.write(headers, out);
+        Fields::AsRead(fields) => {
+            fields.write_forwarded(out);
+            hop.write(fields.all(Known::XForwardedFor), out);
+            fields.contains(Known::ContentLength)
+        }
+    };
     // RFC 9110 §8.6: a request whose method gives content a meaning says its length, even 0.
-    if !headers.contains_key(header::CONTENT_LENGTH) && (body_len > 0 || has_content(method)) {
+    if !has_length && (body_len > 0 || has_content(method)) {
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(decimal(body_len as u64, &mut [0; 20]));
         out.extend_from_slice(b"\r\n");

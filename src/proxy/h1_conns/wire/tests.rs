@@ -22,7 +22,14 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
     headers.append("x-multi", "b".parse().unwrap());
     headers.append("x-forwarded-for", "192.0.2.1".parse().unwrap());
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::POST, "/mcp?x=1", &headers, &hop(), 17);
+    encode_request(
+        &mut out,
+        &Method::POST,
+        "/mcp?x=1",
+        Fields::Map(&headers),
+        &hop(),
+        17,
+    );
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "POST /mcp?x=1 HTTP/1.1\r\nhost: up.example:8000\r\nmcp-session-id: s-1\r\n\
@@ -32,7 +39,14 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
     // The agent's own Content-Length is kept, not doubled.
     headers.insert("content-length", "17".parse().unwrap());
     let mut out = Vec::new();
-    encode_request(&mut out, &Method::POST, "/", &headers, &hop(), 17);
+    encode_request(
+        &mut out,
+        &Method::POST,
+        "/",
+        Fields::Map(&headers),
+        &hop(),
+        17,
+    );
     assert_eq!(
         String::from_utf8_lossy(&out)
             .matches("content-length")
@@ -42,7 +56,14 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
     // GET without a body says nothing of a length; POST says 0.
     let mut out = Vec::new();
     let hop_lines = "via: 1.1 strata\r\nx-forwarded-for: 10.0.0.7\r\n";
-    encode_request(&mut out, &Method::GET, "/mcp", &HeaderMap::new(), &hop(), 0);
+    encode_request(
+        &mut out,
+        &Method::GET,
+        "/mcp",
+        Fields::Map(&HeaderMap::new()),
+        &hop(),
+        0,
+    );
     assert_eq!(
         String::from_utf8(out).unwrap(),
         format!("GET /mcp HTTP/1.1\r\n{hop_lines}\r\n")
@@ -52,7 +73,7 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
         &mut out,
         &Method::POST,
         "/mcp",
-        &HeaderMap::new(),
+        Fields::Map(&HeaderMap::new()),
         &hop(),
         0,
     );

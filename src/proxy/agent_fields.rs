@@ -1,0 +1,219 @@
+//! An agent's header fields as strata's own connection read them (`agent_h1`): the head's
+//! bytes and where each field is, its name looked up once (`known_names`). A call's header
+//! reads are then a scan of a few small entries, and the upstream head is written from these
+//! lines (`h1_conns/wire.rs`) — no `http::HeaderMap` is built, searched or dropped: a name
+//! parse, a value check and a hash per field, then a slice's count dropped per value, ~4-5k
+//! instructions a call (callgrind, bench/README.md).
+//!
+//! Forwarded as the map path forwards them (`forward.rs`): every field in the agent's order,
+//! names in lower case, values byte for byte; hop-by-hop fields (and those `Connection`
+//! names) left out; `X-Forwarded-For` summed with this hop's entry; `Host` added or
+//! rewritten per `host_header`. A map is still built where other code needs one: hyper's
+//! client (`https://` upstreams), the idempotency path, and a GET or DELETE.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http::header::{HeaderName, HeaderValue};
+
+use super::known_names::Known;
+
+/// Where a name or value lies in the head.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub at: u32,
+    pub len: u32,
+}
+
+/// One field line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Field {
+    pub name: Span,
+    pub value: Span,
+    pub known: Option<Known>,
+}
+
+/// The agent's fields, over the head's bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct AgentFields {
+    head: Bytes,
+    fields: Vec<Field>,
+    /// The `Host` to send instead of the agent's (`forward::set_host`'s choice).
+    host: Option<HeaderValue>,
+}
+
+/// A request's header fields, however they were read: `http`'s map, or the agent's lines.
+#[derive(Clone, Copy)]
+pub(crate) enum Headers<'a> {
+    Map(&'a HeaderMap),
+    Own(&'a AgentFields),
+}
+
+impl<'a> Headers<'a> {
+    /// The first value of a listed name.
+    pub(crate) fn get(self, name: Known) -> Option<&'a [u8]> {
+        match self {
+            Headers::Map(map) => map.get(name.header_name()).map(HeaderValue::as_bytes),
+            Headers::Own(fields) => fields.get(name),
+        }
+    }
+
+    /// The first value of a listed name as text (`None` when it is not visible ASCII).
+    pub(crate) fn get_str(self, name: Known) -> Option<&'a str> {
+        match self {
+            Headers::Map(map) => map.get(name.header_name()).and_then(|v| v.to_str().ok()),
+            Headers::Own(fields) => fields.get_str(name),
+        }
+    }
+
+    pub(crate) fn contains(self, name: Known) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Whether every value of a listed name passes `f` (true when there is none).
+    pub(crate) fn all(self, name: Known, f: impl Fn(&[u8]) -> bool) -> bool {
+        match self {
+            Headers::Map(map) => map
+                .get_all(name.header_name())
+                .iter()
+                .all(|v| f(v.as_bytes())),
+            Headers::Own(fields) => fields.all(name).all(f),
+        }
+    }
+}
+
+impl AgentFields {
+    pub(crate) fn new(head: Bytes, fields: Vec<Field>) -> Self {
+        AgentFields {
+            head,
+            fields,
+            host: None,
+        }
+    }
+
+    /// `Host` as `forward::set_host` would set it: the upstream's authority when `rewrite`,
+    /// else the agent's own, or `fallback` when it sent none.
+    pub(crate) fn set_host(&mut self, rewrite: bool, fallback: &str) {
+        if rewrite || !self.contains(Known::Host) {
+            self.host = HeaderValue::from_str(fallback).ok();
+        }
+    }
+
+    fn bytes(&self, span: Span) -> &[u8] {
+        &self.head[span.at as usize..(span.at + span.len) as usize]
+    }
+
+    /// Every value of a listed name, in order.
+    pub(crate) fn all(&self, name: Known) -> impl Iterator<Item = &[u8]> {
+        self.fields
+            .iter()
+            .filter(move |f| f.known == Some(name))
+            .map(|f| self.bytes(f.value))
+    }
+
+    /// The first value of a listed name.
+    pub(crate) fn get(&self, name: Known) -> Option<&[u8]> {
+        self.all(name).next()
+    }
+
+    /// The first value of a listed name, as text (`None` when it is not visible ASCII).
+    pub(crate) fn get_str(&self, name: Known) -> Option<&str> {
+        // `HeaderValue::to_str`'s rule: visible ASCII and tabs.
+        self.get(name)
+            .filter(|v| v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b)))
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    pub(crate) fn contains(&self, name: Known) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The fields as `http`'s map, for code that needs one. `None` for a field the `http`
+    /// types refuse (never, for what `httparse` accepted: same name and value rules).
+    pub(crate) fn to_map(&self) -> Option<HeaderMap> {
+        let mut map = HeaderMap::with_capacity(self.fields.len());
+        for field in &self.fields {
+            let name = match field.known {
+                Some(known) => known.header_name(),
+                None => HeaderName::from_bytes(self.bytes(field.name)).ok()?,
+            };
+            let value = self
+                .head
+                .slice(field.value.at as usize..(field.value.at + field.value.len) as usize);
+            map.append(name, HeaderValue::from_maybe_shared(value).ok()?);
+        }
+        Some(map)
+    }
+
+    /// Writes the fields to forward as `name: value` lines: all but hop-by-hop ones, those
+    /// `Connection` names and `X-Forwarded-For` (the hop writes the sum); `Host` as
+    /// [`set_host`](Self::set_host) chose (where the agent's first was, or last).
+    pub(crate) fn write_forwarded(&self, out: &mut Vec<u8>) {
+        let named = self.connection_named();
+        // A replaced `Host` takes the first one's place; any other goes.
+        let replacing = self.host.is_some();
+        let mut host = self.host.as_ref().map(HeaderValue::as_bytes);
+        for field in &self.fields {
+            let name = match field.known {
+                Some(known) if known.is_hop_by_hop() || known == Known::XForwardedFor => continue,
+                Some(Known::Host) if replacing => {
+                    if let Some(value) = host.take() {
+                        line(out, b"host", value);
+                    }
+                    continue;
+                }
+                Some(known) => known.spelled(),
+                None => {
+                    let name = self.bytes(field.name);
+                    if named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                        continue;
+                    }
+                    lower_line(out, name, self.bytes(field.value));
+                    continue;
+                }
+            };
+            if !named.is_empty() && named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            line(out, name, self.bytes(field.value));
+        }
+        if let Some(value) = host {
+            line(out, b"host", value);
+        }
+    }
+
+    /// The names `Connection` lists besides the hop-by-hop ones (RFC 9110 §7.6.1); none,
+    /// without an allocation, for the usual `keep-alive` or `close`.
+    fn connection_named(&self) -> Vec<&[u8]> {
+        let mut named = Vec::new();
+        for value in self.all(Known::Connection) {
+            for token in value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if !token.is_empty() && !Known::of(token).is_some_and(Known::is_hop_by_hop) {
+                    named.push(token);
+                }
+            }
+        }
+        named
+    }
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A line whose name is written in lower case, as `http` spells names.
+fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    let from = out.len();
+    out.extend_from_slice(name);
+    out[from..].make_ascii_lowercase();
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+#[path = "agent_fields/tests.rs"]
+mod tests;

@@ -198,6 +198,8 @@ impl AgentFields {
 }
 
 fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    // Room once for the line, not per piece.
+    out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);

@@ -392,9 +392,14 @@ impl Proxy {
                 None => return Ok(local::response(LocalError::BadRequestBody)),
             }
         }
-        let uri = match self.upstream_uri(parts.uri.path_and_query()) {
-            Ok(uri) => uri,
-            Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
+        // hyper's client takes the upstream's absolute URI; strata's own connection writes
+        // the target in origin form, which is what fields read as sent already have.
+        let uri = match fields {
+            Some(_) => None,
+            None => match self.upstream_uri(parts.uri.path_and_query()) {
+                Ok(uri) => Some(uri),
+                Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
+            },
         };
         match &mut fields {
             // Rewritten as they are written out (`h1_conns/wire.rs`).
@@ -416,7 +421,9 @@ impl Proxy {
         }
         let hop = forward::Hop::new(parts.version, &peer);
         let agent_version = parts.version;
-        parts.uri = uri;
+        if let Some(uri) = uri {
+            parts.uri = uri;
+        }
         // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
         parts.version = Version::HTTP_11;
 

@@ -18,7 +18,7 @@ pub mod retry_after;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use crate::config::{PolicyConfig, RetryConfig, RetryOn, ToolRule};
 use crate::metrics::{RetryReason, SuppressReason};
@@ -62,7 +62,8 @@ pub struct Attempt<'a> {
     /// The request body is in the replay buffer.
     pub replayable: bool,
     pub elapsed: Duration,
-    pub headers: Option<&'a HeaderMap>,
+    /// The answer's `Retry-After` value, when it had one.
+    pub retry_after: Option<&'a [u8]>,
 }
 
 // === impl Failure ===
@@ -167,8 +168,8 @@ impl Policy {
             return Next::GiveUp(Some(SuppressReason::AttemptsExhausted));
         }
         let asked = attempt
-            .headers
-            .and_then(|h| retry_after::parse(h, SystemTime::now()));
+            .retry_after
+            .and_then(|v| retry_after::parse_value(v, SystemTime::now()));
         let wait = match asked {
             Some(asked) if asked > self.retry.max_retry_after => {
                 return Next::GiveUp(Some(SuppressReason::RetryAfterTooLong));

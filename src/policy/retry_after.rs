@@ -11,7 +11,12 @@ use http::header::RETRY_AFTER;
 ///
 /// A date in the past means "now" (zero).
 pub fn parse(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    parse_value(headers.get(RETRY_AFTER)?.as_bytes(), now)
+}
+
+/// [`parse`] of the field's value.
+pub fn parse_value(value: &[u8], now: SystemTime) -> Option<Duration> {
+    let value = std::str::from_utf8(value).ok()?.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         return value.parse::<u64>().ok().map(Duration::from_secs);
     }

@@ -1,5 +1,4 @@
 use super::*;
-use http::HeaderValue;
 
 fn policy() -> Policy {
     Policy::new(&PolicyConfig::default(), Default::default())
@@ -11,7 +10,7 @@ fn attempt(made: u32) -> Attempt<'static> {
         idempotent: true,
         replayable: true,
         elapsed: Duration::ZERO,
-        headers: None,
+        retry_after: None,
     }
 }
 
@@ -71,10 +70,8 @@ async fn suppression_reasons() {
 async fn retry_after_is_honoured_up_to_the_cap() {
     let p = policy();
     p.deposit();
-    let mut h = HeaderMap::new();
-    h.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
     let a = Attempt {
-        headers: Some(&h),
+        retry_after: Some(b"1"),
         ..attempt(1)
     };
     let f = Failure::Status(StatusCode::TOO_MANY_REQUESTS);
@@ -85,9 +82,8 @@ async fn retry_after_is_honoured_up_to_the_cap() {
             reason: RetryReason::Http429
         }
     );
-    h.insert(http::header::RETRY_AFTER, HeaderValue::from_static("6"));
     let a = Attempt {
-        headers: Some(&h),
+        retry_after: Some(b"6"),
         ..attempt(1)
     };
     assert_eq!(

@@ -37,7 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::{AgentBody, CurrentProxy, FromAgent, Peer, ProxyCache};
+use super::{AgentBody, AnswerFields, CurrentProxy, FromAgent, Peer, ProxyCache};
 
 mod read_request;
 mod request;
@@ -197,7 +197,7 @@ impl Conn {
         }
         let bytes = self.read.split_to(head.len).freeze();
         let body = (length > 0).then(|| self.read.split_to(length).freeze());
-        // The fields as read when `handle` forwards them so (`agent_fields.rs`), else a map.
+        // The fields as read when `handle` forwards them so (`head_fields.rs`), else a map.
         let read = if proxy.forwards_fields_as_read(head.method(), head.idempotency_key) {
             head.request_and_fields(&bytes)
                 .map(|(request, fields)| (request, Some(fields)))
@@ -212,7 +212,8 @@ impl Conn {
         let request = request.map(|()| FromAgent::Whole(body));
         // Boxed, as hyper boxes it (`server.rs`): this future is ~2.6 KB, and inline it would
         // size this connection's task for its life — an SSE stream's hours.
-        let handle = Box::pin(proxy.handle(request, fields, peer.clone()));
+        let mut answer_fields = None;
+        let handle = Box::pin(proxy.handle(request, fields, peer.clone(), &mut answer_fields));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,
@@ -220,7 +221,7 @@ impl Conn {
         };
         let Ok(response) = answered;
         let close = head.close || stopping.has_changed().is_err();
-        self.answer(response, close).await
+        self.answer(response, answer_fields, close).await
     }
 
     /// Reads until a head is whole; hands over one this connection does not serve.
@@ -302,9 +303,11 @@ impl Conn {
     }
 
     /// Writes the answer; `close`: the connection ends after it.
+    /// `fields`: the upstream's fields as read, when the response has no map of them.
     async fn answer(
         &mut self,
         response: http::Response<AgentBody>,
+        fields: Option<AnswerFields>,
         close: bool,
     ) -> Result<(), Stop> {
         let (parts, mut body) = response.into_parts();
@@ -316,9 +319,10 @@ impl Conn {
                 .map_or(BodySize::Unknown, BodySize::Known)
         };
         self.out.clear();
-        let encoded = response::encode_head(&mut self.out, &parts, size, close)
+        let encoded = response::encode_head(&mut self.out, &parts, fields.as_ref(), size, close)
             .map_err(|err| Served::AnswerBroken(err.as_str()))?;
         drop(parts);
+        drop(fields);
         let mut owed = match encoded.framing {
             Framing::Length(length) => length,
             Framing::Empty | Framing::Chunked => 0,

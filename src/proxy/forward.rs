@@ -82,7 +82,7 @@ pub(super) fn add_via(headers: &mut HeaderMap, version: Version) {
 }
 
 /// This hop's `Via` entry for a message that arrived in `version`.
-fn via(version: Version) -> &'static str {
+pub(super) fn via(version: Version) -> &'static str {
     match version {
         Version::HTTP_09 => "0.9 strata",
         Version::HTTP_10 => "1.0 strata",

@@ -28,7 +28,7 @@
 //! its calls/s (hyper's parts wake the very task polling them, and tokio woke its idle worker
 //! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
 
-use super::agent_fields::AgentFields;
+use super::head_fields::HeadFields;
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice};
@@ -180,10 +180,12 @@ impl H1Conns {
     pub(crate) async fn send(
         self: &Arc<Self>,
         parts: http::request::Parts,
-        fields: Option<&AgentFields>,
+        fields: Option<&HeadFields>,
         body: Bytes,
         hop: &Hop,
-    ) -> Result<Response<ResponseBody>, SendError> {
+    ) -> Result<(Response<ResponseBody>, Option<HeadFields>), SendError> {
+        // The answer's fields are kept as read when the request's were (`head_fields.rs`).
+        let as_read = fields.is_some();
         // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
         // travels in `Host` (`forward::set_host`).
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
@@ -207,7 +209,7 @@ impl H1Conns {
                 Err(_) if reused => continue,
                 Err(err) => return Err(SendError::Io(err)),
             }
-            let head = conn.read_head(&parts.method).await?;
+            let head = conn.read_head(&parts.method, as_read).await?;
             let mut body = ResponseBody {
                 conn: Some(conn),
                 decoder: head.framing.decoder(),
@@ -218,7 +220,7 @@ impl H1Conns {
             if body.decoder.is_done() {
                 body.finish();
             }
-            return Ok(head.response.map(|()| body));
+            return Ok((head.response.map(|()| body), head.fields));
         }
     }
 
@@ -349,10 +351,10 @@ impl Conn {
     }
 
     /// Reads until a final response head is whole (interim 1xx ones are skipped).
-    async fn read_head(&mut self, method: &Method) -> Result<wire::Head, SendError> {
+    async fn read_head(&mut self, method: &Method, as_read: bool) -> Result<wire::Head, SendError> {
         loop {
             if !self.read.is_empty()
-                && let Some(head) = wire::parse_response(&mut self.read, method)?
+                && let Some(head) = wire::parse_response(&mut self.read, method, as_read)?
             {
                 return Ok(head);
             }
@@ -469,14 +471,18 @@ pub struct ReadResponse {
 /// its body to its end — fed in pieces of `step` bytes, with the connection closing after
 /// the last. `Err` names what was wrong. For the fuzz target (`fuzz/fuzz_targets/upstream_h1.rs`),
 /// which checks that any bytes, at any cuts, end in an answer or an error, never a panic or
-/// a loop, and that the cuts do not change the answer.
+/// a loop, and that the cuts do not change the answer. An even `step` keeps the fields as
+/// read, an odd one puts them in a map (`wire::parse_response`): the two must agree too.
 #[doc(hidden)]
 pub fn read_response(wire: &[u8], step: usize, method: &Method) -> Result<ReadResponse, String> {
     let step = step.max(1);
+    let as_read = step.is_multiple_of(2);
     let mut pieces = wire.chunks(step);
     let mut buf = BytesMut::new();
     let head = loop {
-        if let Some(head) = wire::parse_response(&mut buf, method).map_err(|e| e.to_string())? {
+        if let Some(head) =
+            wire::parse_response(&mut buf, method, as_read).map_err(|e| e.to_string())?
+        {
             break head;
         }
         match pieces.next() {

@@ -1,7 +1,6 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
-mod agent_fields;
 pub mod agent_h1;
 mod attempt;
 mod body;
@@ -11,6 +10,7 @@ mod clients;
 mod forward;
 mod from_agent;
 pub mod h1_conns;
+mod head_fields;
 mod inspect;
 mod keepalive;
 mod keys;
@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::HeaderName;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use tokio::time::Instant;
@@ -37,7 +37,6 @@ use tokio::time::Instant;
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
 
-use agent_fields::{AgentFields, Headers};
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
 };
@@ -46,6 +45,7 @@ pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, SendError};
+use head_fields::{HeadFields, Headers};
 pub use keepalive::KeepAlive;
 use known_names::Known;
 pub use resume::ResumeRegistry;
@@ -72,6 +72,17 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
 const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// An answer's fields as the upstream sent them, for strata's own agent connection to
+/// write (`agent_h1/response.rs`): [`Proxy::handle`] gives them for a request whose fields
+/// were read as sent, and its response then has no header map.
+pub(crate) struct AnswerFields {
+    pub fields: HeadFields,
+    /// This hop's `Via` entry.
+    pub via: &'static str,
+    /// Upstream attempts (`strata-attempts` is written above 1).
+    pub attempts: u32,
+}
 
 /// The response body strata hands to hyper.
 pub type AgentBody = ProxyBody<CallTracker>;
@@ -237,22 +248,23 @@ impl Proxy {
     /// One attempt: the request out, the response head back.
     ///
     /// `fields`: the agent's fields as read, when `request` has no map (`handle` passes them
-    /// only for a body known whole to an `http://` upstream, which is what takes them here).
+    /// only for a body known whole to an `http://` upstream, which is what takes them here);
+    /// the answer's fields are then kept as read too, into `answer_fields`.
     async fn send(
         &self,
         mut request: Request<RequestBody>,
-        fields: Option<&AgentFields>,
+        fields: Option<&HeadFields>,
         hop: &forward::Hop,
+        answer_fields: &mut Option<HeadFields>,
     ) -> Result<Response<FromUpstream>, SendError> {
         // strata's own connections take a body known whole (the replay buffer's, or none).
         if let Some(conns) = &self.h1
             && let Some(body) = request.body().whole()
         {
             let (parts, _whole) = request.into_parts();
-            return Ok(conns
-                .send(parts, fields, body, hop)
-                .await?
-                .map(FromUpstream::H1));
+            let (response, fields) = conns.send(parts, fields, body, hop).await?;
+            *answer_fields = fields;
+            return Ok(response.map(FromUpstream::H1));
         }
         hop.apply(request.headers_mut());
         let response = self.client.request(request).await?;
@@ -272,7 +284,7 @@ impl Proxy {
     }
 
     /// Whether `handle` takes this request's fields as strata's own connection read them
-    /// (`agent_fields.rs`) rather than in a map: a POST whose body goes into the replay
+    /// (`head_fields.rs`) rather than in a map: a POST whose body goes into the replay
     /// buffer (retries on) to an `http://` upstream, without an `Idempotency-Key` (whose
     /// record and claim read the map).
     pub(crate) fn forwards_fields_as_read(&self, method: &Method, idempotency_key: bool) -> bool {
@@ -295,11 +307,16 @@ impl Proxy {
     /// `fields`: the agent's header fields as strata's own connection read them, for a request
     /// [`forwards_fields_as_read`](Self::forwards_fields_as_read) takes (`req` then has no
     /// header map); `None` when they are in `req`'s map.
+    ///
+    /// `answer_fields`: set when the answer's fields were kept as the upstream sent them (for
+    /// a request with `fields`); the response then has no header map, and strata's own agent
+    /// connection writes them (`agent_h1/response.rs`).
     pub(crate) async fn handle(
         self: &Arc<Self>,
         req: Request<FromAgent>,
-        mut fields: Option<AgentFields>,
+        mut fields: Option<HeadFields>,
         peer: Peer,
+        answer_fields: &mut Option<AnswerFields>,
     ) -> Result<Response<AgentBody>, Infallible> {
         let agent = peer.addr;
         let started = Instant::now();
@@ -491,6 +508,8 @@ impl Proxy {
         let template =
             (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
         let mut first = Some((parts, first_body));
+        // The answer's fields, when kept as read (a request with `fields`).
+        let mut upstream_fields = None;
         let response = loop {
             let request = match (first.take(), &template) {
                 (Some((parts, body)), _) => Request::from_parts(parts, body),
@@ -501,7 +520,7 @@ impl Proxy {
             // connection's life (its `in_flight` box) and which moves as a whole.
             let sent = tokio::time::timeout(
                 self.response_head_timeout,
-                Box::pin(self.send(request, fields.as_ref(), &hop)),
+                Box::pin(self.send(request, fields.as_ref(), &hop, &mut upstream_fields)),
             )
             .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
@@ -513,7 +532,13 @@ impl Proxy {
                 idempotent: plan.idempotent,
                 replayable: replay.is_some(),
                 elapsed: started.elapsed(),
-                headers: outcome.as_ref().ok().map(Response::headers),
+                retry_after: outcome.as_ref().ok().and_then(|r| {
+                    let headers = match &upstream_fields {
+                        Some(fields) => Headers::Own(fields),
+                        None => Headers::Map(r.headers()),
+                    };
+                    headers.get(Known::RetryAfter)
+                }),
             };
             match self.policy.next(failure, &attempt) {
                 Next::Retry { wait, reason } => {
@@ -548,21 +573,34 @@ impl Proxy {
         };
 
         let (mut parts, body) = response.into_parts();
-        forward::strip_hop_by_hop(&mut parts.headers);
-        if agent_version == Version::HTTP_2 {
-            forward::own_values(&mut parts.headers);
+        // The idempotency record reads a map (a request with a key has one: never fields).
+        if claimed.is_some()
+            && let Some(own) = upstream_fields.take()
+        {
+            match own.to_map() {
+                Some(map) => parts.headers = map,
+                None => return Ok(local::response(LocalError::UpstreamBroken)),
+            }
         }
-        forward::add_via(&mut parts.headers, parts.version);
-        add_attempts(&mut parts.headers, waiting.attempts);
+        // This hop's `Via` names the version the upstream answered in.
+        let via = forward::via(parts.version);
+        if upstream_fields.is_none() {
+            forward::strip_hop_by_hop(&mut parts.headers);
+            if agent_version == Version::HTTP_2 {
+                forward::own_values(&mut parts.headers);
+            }
+            forward::add_via(&mut parts.headers, parts.version);
+            add_attempts(&mut parts.headers, waiting.attempts);
+        }
         parts.version = Version::HTTP_11;
+        let headers = match &upstream_fields {
+            Some(fields) => Headers::Own(fields),
+            None => Headers::Map(&parts.headers),
+        };
         let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
         let body = match waiting.take_tracker() {
             Some(mut tracker) => {
-                let content_type = parts
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .map(HeaderValue::as_bytes);
-                tracker.response_head(parts.status.as_u16(), content_type);
+                tracker.response_head(parts.status.as_u16(), headers.get(Known::ContentType));
                 if let Some((ticket, ids)) = claimed
                     && recordable_status(parts.status.as_u16())
                 {
@@ -574,7 +612,7 @@ impl Proxy {
                     );
                     tracker.record_for(ticket, recording);
                 }
-                if let Some(assigned) = header_str(&parts.headers, SESSION) {
+                if let Some(assigned) = headers.get_str(Known::McpSessionId) {
                     tracker.learn_session(assigned);
                 }
                 ProxyBody::Observed(ObservedBody::new(body, tracker))
@@ -590,11 +628,18 @@ impl Proxy {
             }
         };
         let body = match self.sse_keepalive {
-            Some(every) if keepalive_applies(&parts) => {
+            Some(every) if keepalive_applies(parts.status, headers) => {
                 ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
             }
             _ => body,
         };
+        if let Some(fields) = upstream_fields {
+            *answer_fields = Some(AnswerFields {
+                fields,
+                via,
+                attempts: waiting.attempts,
+            });
+        }
         Ok(Response::from_parts(parts, body))
     }
 
@@ -618,16 +663,11 @@ impl Proxy {
 
 /// Keep-alive comments go only into a 2xx SSE stream of unknown length: a stated
 /// `Content-Length` could not hold the added bytes.
-fn keepalive_applies(parts: &http::response::Parts) -> bool {
-    let sse = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    sse && parts.status.is_success() && !parts.headers.contains_key(header::CONTENT_LENGTH)
-}
-
-fn header_str(headers: &http::HeaderMap, name: HeaderName) -> Option<&str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
+fn keepalive_applies(status: http::StatusCode, headers: Headers<'_>) -> bool {
+    let sse = headers
+        .get(Known::ContentType)
+        .is_some_and(|v| v.starts_with(b"text/event-stream"));
+    sse && status.is_success() && !headers.contains(Known::ContentLength)
 }
 
 #[cfg(test)]

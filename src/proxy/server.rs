@@ -160,7 +160,10 @@ pub async fn serve(
                     let current = current.load();
                     let peer = peer.clone();
                     let handle: HandleFuture =
-                        Box::pin(async move { current.handle(req, None, peer).await });
+                        Box::pin(async move {
+                        // No fields as read go in, so none come back: the map is hyper's.
+                        current.handle(req, None, peer, &mut None).await
+                    });
                     handle
                 });
                 // Read per connection: a reloaded certificate applies from the next accept.

@@ -14,8 +14,8 @@ use std::mem::MaybeUninit;
 use bytes::Bytes;
 use http::{Method, Request, Uri, Version};
 
-use super::super::agent_fields::{AgentFields, Field, Span};
 use super::super::h1_conns::parse_length;
+use super::super::head_fields::{Field, HeadFields, Span};
 use super::super::known_names::Known;
 use super::has_close;
 
@@ -138,8 +138,8 @@ impl Head {
         Some(request)
     }
 
-    /// The request without its header map, and its fields as read (`agent_fields.rs`).
-    pub(super) fn request_and_fields(&self, head: &Bytes) -> Option<(Request<()>, AgentFields)> {
+    /// The request without its header map, and its fields as read (`head_fields.rs`).
+    pub(super) fn request_and_fields(&self, head: &Bytes) -> Option<(Request<()>, HeadFields)> {
         Some((self.request_line(head)?, self.fields(head)))
     }
 
@@ -158,8 +158,8 @@ impl Head {
         Some(request)
     }
 
-    fn fields(&self, head: &Bytes) -> AgentFields {
-        AgentFields::new(head.clone(), self.fields.clone())
+    fn fields(&self, head: &Bytes) -> HeadFields {
+        HeadFields::new(head.clone(), self.fields.clone())
     }
 }
 

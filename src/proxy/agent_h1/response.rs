@@ -12,8 +12,13 @@ use http::StatusCode;
 use http::header;
 use http::response::Parts;
 
+use super::super::AnswerFields;
+use super::super::attempt::ATTEMPTS_HEADER;
 use super::super::h1_conns::parse_length;
+use super::super::head_fields::write_line;
+use super::super::known_names::Known;
 use super::has_close;
+use crate::telemetry::decimal;
 
 /// How the body goes on the wire (RFC 9112 §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,9 +58,14 @@ pub(super) struct Encoded {
 
 /// Writes the head of `parts` into `out`. `close`: the connection ends after this exchange
 /// whatever the answer says (the request said so, or strata is shutting down).
-pub(super) fn encode_head(
+///
+/// `fields`: the upstream's fields as read (`head_fields.rs`), written after `parts`'
+/// (empty then) as the map path would have put them in it — hop-by-hop ones and those
+/// `Connection` names left out — with this hop's `Via` and `strata-attempts`.
+pub(in crate::proxy) fn encode_head(
     out: &mut Vec<u8>,
     parts: &Parts,
+    fields: Option<&AnswerFields>,
     body: BodySize,
     close: bool,
 ) -> Result<Encoded, EncodeError> {
@@ -94,32 +104,9 @@ pub(super) fn encode_head(
         }
         last_name = Some(name);
         match *name {
-            header::CONTENT_LENGTH => match body {
-                BodySize::Known(known) => {
-                    // The first value is written; the body's own length frames it (hyper
-                    // trusts the two to agree).
-                    if wrote_length.is_none() {
-                        line(out, b"content-length", value.as_bytes());
-                        wrote_length = Some(known);
-                        framing = Some(Framing::Length(known));
-                    }
-                }
-                BodySize::Unknown => {
-                    let length =
-                        parse_length(value.as_bytes()).ok_or(EncodeError::ContentLength)?;
-                    match wrote_length {
-                        Some(prior) if prior != length => return Err(EncodeError::ContentLength),
-                        Some(_) => {}
-                        None => {
-                            line(out, b"content-length", value.as_bytes());
-                            wrote_length = Some(length);
-                            framing = Some(Framing::Length(length));
-                        }
-                    }
-                }
-                // An ended body: the length written below (`content-length: 0`) is the one.
-                BodySize::None => {}
-            },
+            header::CONTENT_LENGTH => {
+                content_length(out, value.as_bytes(), body, &mut wrote_length, &mut framing)?;
+            }
             // Hop-by-hop (RFC 9110 §7.6.1): the proxy removes both from the upstream's answer
             // and its own answers carry neither, so the framing is always this connection's.
             header::TRANSFER_ENCODING | header::TRAILER => {}
@@ -140,6 +127,39 @@ pub(super) fn encode_head(
                 wrote_date |= *name == header::DATE;
                 line(out, name.as_str().as_bytes(), value.as_bytes());
             }
+        }
+    }
+    if let Some(answer) = fields {
+        if connection_open {
+            end_connection(out, close, wrote_close);
+            connection_open = false;
+        }
+        // As the map path leaves them: `Connection` and the other hop-by-hop fields gone
+        // (so nothing here joins the `connection` line), `strata-attempts` replaced.
+        let mut failed = Ok(());
+        answer
+            .fields
+            .each_forwarded(|name, known, value| match known {
+                Some(Known::ContentLength) => {
+                    if failed.is_ok() {
+                        failed = content_length(out, value, body, &mut wrote_length, &mut framing);
+                    }
+                }
+                None if answer.attempts > 1
+                    && name.eq_ignore_ascii_case(ATTEMPTS_HEADER.as_bytes()) => {}
+                _ => {
+                    wrote_date |= known == Some(Known::Date);
+                    write_line(out, name, known, value);
+                }
+            });
+        failed?;
+        line(out, b"via", answer.via.as_bytes());
+        if answer.attempts > 1 {
+            line(
+                out,
+                ATTEMPTS_HEADER.as_bytes(),
+                decimal(u64::from(answer.attempts), &mut [0; 20]),
+            );
         }
     }
     if connection_open {
@@ -183,6 +203,43 @@ pub(super) fn encode_head(
         framing,
         close: is_last,
     })
+}
+
+/// A `Content-Length` field: the first value is written and frames the body (checked against
+/// the others when the body's size is unknown).
+fn content_length(
+    out: &mut Vec<u8>,
+    value: &[u8],
+    body: BodySize,
+    wrote_length: &mut Option<u64>,
+    framing: &mut Option<Framing>,
+) -> Result<(), EncodeError> {
+    match body {
+        BodySize::Known(known) => {
+            // The first value is written; the body's own length frames it (hyper trusts the
+            // two to agree).
+            if wrote_length.is_none() {
+                line(out, b"content-length", value);
+                *wrote_length = Some(known);
+                *framing = Some(Framing::Length(known));
+            }
+        }
+        BodySize::Unknown => {
+            let length = parse_length(value).ok_or(EncodeError::ContentLength)?;
+            match *wrote_length {
+                Some(prior) if prior != length => return Err(EncodeError::ContentLength),
+                Some(_) => {}
+                None => {
+                    line(out, b"content-length", value);
+                    *wrote_length = Some(length);
+                    *framing = Some(Framing::Length(length));
+                }
+            }
+        }
+        // An ended body: the length written below (`content-length: 0`) is the one.
+        BodySize::None => {}
+    }
+    Ok(())
 }
 
 fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

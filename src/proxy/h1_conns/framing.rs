@@ -95,34 +95,55 @@ impl Framing {
         version: Version,
         headers: &mut HeaderMap,
     ) -> Result<Framing, HeadError> {
+        let coding = headers
+            .get_all(header::TRANSFER_ENCODING)
+            .iter()
+            .next_back()
+            .map(HeaderValue::as_bytes);
+        let lengths = headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .map(HeaderValue::as_bytes);
+        let (framing, coded) = Self::of_fields(method, status, version, coding, lengths)?;
+        if coded {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+        Ok(framing)
+    }
+
+    /// [`of_response`](Self::of_response) from the fields' values: the last
+    /// `Transfer-Encoding` and every `Content-Length`. Also true when a transfer coding
+    /// frames the body: any `Content-Length` is then to be removed (RFC 9112 §6.3).
+    pub(super) fn of_fields<'a>(
+        method: &Method,
+        status: StatusCode,
+        version: Version,
+        coding: Option<&[u8]>,
+        lengths: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<(Framing, bool), HeadError> {
         if method == Method::HEAD
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
-            return Ok(Framing::Empty);
+            return Ok((Framing::Empty, false));
         }
-        if let Some(last) = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-        {
+        if let Some(last) = coding {
             let chunked = last
-                .as_bytes()
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-            headers.remove(header::CONTENT_LENGTH);
             // A final coding other than chunked, or any coding in HTTP/1.0 (§6.1: faulty
             // framing): the body runs to the connection's close.
-            return Ok(if chunked && version == Version::HTTP_11 {
+            let framing = if chunked && version == Version::HTTP_11 {
                 Framing::Chunked
             } else {
                 Framing::Close
-            });
+            };
+            return Ok((framing, true));
         }
         let mut length = None;
-        for value in headers.get_all(header::CONTENT_LENGTH) {
-            for part in value.as_bytes().split(|&b| b == b',') {
+        for value in lengths {
+            for part in value.split(|&b| b == b',') {
                 let n = parse_length(part.trim_ascii()).ok_or(HeadError::ContentLength)?;
                 if length.is_some_and(|l| l != n) {
                     return Err(HeadError::ContentLength);
@@ -130,11 +151,12 @@ impl Framing {
                 length = Some(n);
             }
         }
-        Ok(match length {
+        let framing = match length {
             Some(0) => Framing::Empty,
             Some(n) => Framing::Length(n),
             None => Framing::Close,
-        })
+        };
+        Ok((framing, false))
     }
 
     pub(super) fn decoder(self) -> Decoder {

@@ -16,13 +16,16 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
-use crate::proxy::agent_fields::AgentFields;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
+use crate::proxy::head_fields::{Field, HeadFields, Span};
 use crate::proxy::known_names::{Known, known_name};
 use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).
 pub(super) const MAX_HEADERS: usize = 100;
+
+/// The longest header name `http` takes (its `MAX_HEADER_NAME_LEN`).
+const MAX_NAME: usize = (1 << 16) - 1;
 
 /// Bytes a response head may take (hyper's default read-buffer limit).
 pub(super) const MAX_HEAD: usize = 8192 + 4096 * 100;
@@ -47,16 +50,18 @@ pub enum HeadError {
 /// A parsed response head: what the agent gets, how its body is framed, and whether the
 /// connection may carry another request afterwards.
 pub(super) struct Head {
+    /// Without a header map when the fields were kept as read (`fields`).
     pub response: Response<()>,
+    pub fields: Option<HeadFields>,
     pub framing: Framing,
     pub keep_alive: bool,
 }
 
 /// A request head's fields: `http`'s map (hop-by-hop fields already removed, `Host` set), or
-/// the agent's lines as read (both done as they are written: `agent_fields.rs`).
+/// the agent's lines as read (both done as they are written: `head_fields.rs`).
 pub(in crate::proxy) enum Fields<'a> {
     Map(&'a HeaderMap),
-    AsRead(&'a AgentFields),
+    AsRead(&'a HeadFields),
 }
 
 /// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, this hop's
@@ -112,10 +117,12 @@ fn has_content(method: &Method) -> bool {
 
 /// Parses a response head at the front of `buf`. `Ok(None)`: not whole yet (read more).
 /// An interim (1xx) response is consumed and skipped; the head returned is the final one.
-/// The head's bytes are taken off `buf`; header values are slices of them.
+/// The head's bytes are taken off `buf`; header values are slices of them. `as_read`: the
+/// fields are kept as read (`head_fields.rs`) rather than put in the response's map.
 pub(super) fn parse_response(
     buf: &mut BytesMut,
     request_method: &Method,
+    as_read: bool,
 ) -> Result<Option<Head>, HeadError> {
     loop {
         // Uninitialised slots: an initialised array of a hundred fields cost more to fill
@@ -145,6 +152,45 @@ pub(super) fn parse_response(
         let reason = parsed.reason.unwrap_or("");
         let reason_differs = !reason.is_empty() && status.canonical_reason() != Some(reason);
         let reason = reason_differs.then(|| Bytes::copy_from_slice(reason.as_bytes()));
+        if as_read {
+            let base = buf.as_ptr() as usize;
+            let span = |part: &[u8]| Span {
+                at: (part.as_ptr() as usize - base) as u32,
+                len: part.len() as u32,
+            };
+            let mut fields = Vec::with_capacity(parsed.headers.len());
+            for field in parsed.headers.iter() {
+                let name = field.name.as_bytes();
+                // The one name `httparse` takes and `http` refuses (the map path's 502).
+                if name.len() > MAX_NAME {
+                    return Err(HeadError::Header(
+                        String::from_utf8_lossy(name).into_owned(),
+                    ));
+                }
+                fields.push(Field {
+                    name: span(name),
+                    value: span(field.value),
+                    known: Known::of(name),
+                });
+            }
+            let mut fields = HeadFields::new(buf.split_to(len).freeze(), fields);
+            let coding = fields.all(Known::TransferEncoding).next_back();
+            let lengths = fields.all(Known::ContentLength);
+            let (framing, coded) =
+                Framing::of_fields(request_method, status, version, coding, lengths)?;
+            if coded {
+                fields.remove(Known::ContentLength);
+            }
+            let keep_alive = keeps_alive(version, fields.all(Known::Connection))
+                && !matches!(framing, Framing::Close);
+            let response = response_of(status, version, reason);
+            return Ok(Some(Head {
+                response,
+                fields: Some(fields),
+                framing,
+                keep_alive,
+            }));
+        }
         // Offsets, so the values can be slices of the head once it is cut off the buffer.
         let base = buf.as_ptr() as usize;
         let spans: Vec<(usize, usize, usize, usize)> = parsed
@@ -173,31 +219,41 @@ pub(super) fn parse_response(
             headers.append(name, value);
         }
         let framing = Framing::of_response(request_method, status, version, &mut headers)?;
-        let keep_alive = keeps_alive(version, &headers) && !matches!(framing, Framing::Close);
-        let mut response = Response::new(());
-        *response.status_mut() = status;
-        *response.version_mut() = version;
+        let connection = headers.get_all(header::CONNECTION);
+        let keep_alive = keeps_alive(version, connection.iter().map(HeaderValue::as_bytes))
+            && !matches!(framing, Framing::Close);
+        let mut response = response_of(status, version, reason);
         *response.headers_mut() = headers;
-        if let Some(reason) = reason
-            && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason)
-        {
-            response.extensions_mut().insert(phrase);
-        }
         return Ok(Some(Head {
             response,
+            fields: None,
             framing,
             keep_alive,
         }));
     }
 }
 
+/// A response without headers; a reason phrase other than the status's own is kept (hyper's
+/// `ReasonPhrase`, which its server and strata's agent connection write back out).
+fn response_of(status: StatusCode, version: Version, reason: Option<Bytes>) -> Response<()> {
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    *response.version_mut() = version;
+    if let Some(reason) = reason
+        && let Ok(phrase) = hyper::ext::ReasonPhrase::try_from(reason)
+    {
+        response.extensions_mut().insert(phrase);
+    }
+    response
+}
+
 /// HTTP/1.1 stays open unless `Connection: close`; HTTP/1.0 only with `keep-alive`
 /// (RFC 9112 §9.3).
-fn keeps_alive(version: Version, headers: &HeaderMap) -> bool {
+fn keeps_alive<'a>(version: Version, connection: impl Iterator<Item = &'a [u8]>) -> bool {
     let mut close = false;
     let mut keep = false;
-    for value in headers.get_all(header::CONNECTION) {
-        for token in value.as_bytes().split(|&b| b == b',') {
+    for value in connection {
+        for token in value.split(|&b| b == b',') {
             let token = token.trim_ascii();
             close |= token.eq_ignore_ascii_case(b"close");
             keep |= token.eq_ignore_ascii_case(b"keep-alive");

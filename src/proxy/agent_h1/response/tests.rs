@@ -1,6 +1,6 @@
 use super::*;
 
-use http::{HeaderValue, Response};
+use http::{HeaderValue, Response, Version};
 
 fn head(
     response: Response<()>,
@@ -9,7 +9,7 @@ fn head(
 ) -> (String, Result<Encoded, EncodeError>) {
     let (parts, ()) = response.into_parts();
     let mut out = Vec::new();
-    let encoded = encode_head(&mut out, &parts, body, close);
+    let encoded = encode_head(&mut out, &parts, None, body, close);
     (String::from_utf8(out).unwrap(), encoded)
 }
 
@@ -181,4 +181,75 @@ fn the_date_is_an_imf_fixdate() {
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.len(), DATE_LEN);
     assert!(httpdate::parse_http_date(&text).is_ok(), "{text}");
+}
+
+/// An upstream's answer head written from its fields as read gives the lines the map path
+/// gives (hop-by-hop fields gone, `Via`, `strata-attempts` above one attempt), grouped by
+/// name: HTTP gives no meaning to the order of fields with different names (RFC 9110 §5.3).
+#[test]
+fn fields_as_read_are_written_as_the_map_path_writes_them() {
+    use crate::proxy::attempt::add_attempts;
+    use crate::proxy::forward::{add_via, strip_hop_by_hop, via};
+    use crate::proxy::head_fields::HeadFields;
+    use std::collections::BTreeMap;
+
+    let grouped = |text: &str| {
+        let mut lines: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for line in text.split("\r\n").skip(1) {
+            if let Some((name, value)) = line.split_once(": ")
+                && name != "date"
+            {
+                lines.entry(name.into()).or_default().push(value.into());
+            }
+        }
+        (text.lines().next().map(str::to_owned), lines)
+    };
+    let heads: [&'static [u8]; 6] = [
+        b"Content-Type: application/json\r\nContent-Length: 12\r\nDate: Wed, 02 Dec 2026 04:00:00 GMT\r\n\r\n",
+        b"content-type: text/event-stream\r\nCache-Control: no-cache\r\nMcp-Session-Id: s-1\r\n\r\n",
+        b"Connection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nX-Kept: 2\r\nx-kept: 3\r\n\r\n",
+        b"Retry-After: 1\r\nStrata-Attempts: 9\r\nVia: 1.1 other\r\nContent-Length: 0\r\n\r\n",
+        b"Trailer: x\r\nUpgrade: h2c\r\nProxy-Connection: close\r\nTE: trailers\r\nServer: up\r\n\r\n",
+        b"Content-Length: 5\r\nContent-Length: 5\r\nX-Odd-Name: \x80\xff\r\n\r\n",
+    ];
+    for head in heads {
+        for (status, version) in [(200, Version::HTTP_11), (503, Version::HTTP_10)] {
+            for attempts in [1, 3] {
+                for (body, close) in [
+                    (BodySize::Known(5), false),
+                    (BodySize::Unknown, true),
+                    (BodySize::None, false),
+                ] {
+                    let fields = HeadFields::of_field_lines(head);
+                    let mut parts = with(status, &[]).into_parts().0;
+                    parts.version = version;
+                    let mut mapped = parts.clone();
+                    mapped.headers = fields.to_map().unwrap();
+                    strip_hop_by_hop(&mut mapped.headers);
+                    add_via(&mut mapped.headers, version);
+                    add_attempts(&mut mapped.headers, attempts);
+                    let mut by_map = Vec::new();
+                    let map_encoded = encode_head(&mut by_map, &mapped, None, body, close);
+                    let answer = AnswerFields {
+                        fields,
+                        via: via(version),
+                        attempts,
+                    };
+                    let mut as_read = Vec::new();
+                    let read_encoded =
+                        encode_head(&mut as_read, &parts, Some(&answer), body, close);
+                    let (by_map, as_read) = (
+                        String::from_utf8_lossy(&by_map).into_owned(),
+                        String::from_utf8_lossy(&as_read).into_owned(),
+                    );
+                    assert_eq!(read_encoded, map_encoded, "{as_read}");
+                    assert_eq!(grouped(&as_read), grouped(&by_map), "{as_read}\n{by_map}");
+                    assert_eq!(
+                        as_read.matches("date: ").count(),
+                        by_map.matches("date: ").count()
+                    );
+                }
+            }
+        }
+    }
 }

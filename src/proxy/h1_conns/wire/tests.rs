@@ -10,7 +10,7 @@ fn hop() -> Hop {
 }
 
 fn parse(wire: &[u8], method: &Method) -> Result<Option<Head>, HeadError> {
-    parse_response(&mut BytesMut::from(wire), method)
+    parse_response(&mut BytesMut::from(wire), method, false)
 }
 
 #[test]
@@ -95,7 +95,9 @@ fn a_response_head_is_parsed_at_any_cut_and_leaves_the_body() {
         );
     }
     let mut buf = BytesMut::from(&wire[..]);
-    let head = parse_response(&mut buf, &Method::POST).unwrap().unwrap();
+    let head = parse_response(&mut buf, &Method::POST, false)
+        .unwrap()
+        .unwrap();
     assert_eq!(&buf[..], b"{}");
     assert_eq!(head.response.status(), StatusCode::OK);
     assert_eq!(head.response.version(), Version::HTTP_11);
@@ -192,7 +194,9 @@ fn header_values_are_slices_of_the_head() {
     let mut buf =
         BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: value\r\nContent-Length: 0\r\n\r\n"[..]);
     let range = buf.as_ptr_range();
-    let head = parse_response(&mut buf, &Method::POST).unwrap().unwrap();
+    let head = parse_response(&mut buf, &Method::POST, false)
+        .unwrap()
+        .unwrap();
     let value = &head.response.headers()["x-a"];
     assert_eq!(value, "value");
     assert!(range.contains(&value.as_bytes().as_ptr()), "no copy");

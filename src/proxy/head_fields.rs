@@ -1,15 +1,20 @@
-//! An agent's header fields as strata's own connection read them (`agent_h1`): the head's
-//! bytes and where each field is, its name looked up once (`known_names`). A call's header
-//! reads are then a scan of a few small entries, and the upstream head is written from these
-//! lines (`h1_conns/wire.rs`) — no `http::HeaderMap` is built, searched or dropped: a name
-//! parse, a value check and a hash per field, then a slice's count dropped per value, ~4-5k
-//! instructions a call (callgrind, bench/README.md).
+//! A head's header fields as strata's own HTTP/1.1 connections read them — the agent's
+//! request (`agent_h1`), the upstream's answer to it (`h1_conns/wire.rs`): the head's bytes
+//! and where each field is, its name looked up once (`known_names`). A call's header reads
+//! are then a scan of a few small entries, and the next hop's head is written from these
+//! lines — no `http::HeaderMap` is built, searched or dropped: a name parse, a value check and
+//! a hash per field, then a slice's count dropped per value, ~4-5k instructions a call for
+//! the request and ~2-3k for the answer (callgrind, bench/README.md).
 //!
-//! Forwarded as the map path forwards them (`forward.rs`): every field in the agent's order,
-//! names in lower case, values byte for byte; hop-by-hop fields (and those `Connection`
-//! names) left out; `X-Forwarded-For` summed with this hop's entry; `Host` added or
-//! rewritten per `host_header`. A map is still built where other code needs one: hyper's
-//! client (`https://` upstreams), the idempotency path, and a GET or DELETE.
+//! Passed on as the map path passes them on (`forward.rs`): every field in the order it
+//! came, names in lower case, values byte for byte; hop-by-hop fields (and those
+//! `Connection` names) left out. A request's `X-Forwarded-For` is summed with this hop's
+//! entry and its `Host` added or rewritten per `host_header`; an answer gets `Via` and
+//! `strata-attempts` (`agent_h1/response.rs`). Fields as read are used for a POST that
+//! strata's own agent connection read, to an `http://` upstream, with retries on and no
+//! `Idempotency-Key` (`Proxy::forwards_fields_as_read`), and for that call's answer; a map
+//! is still built everywhere else: hyper's server and client (h2 and TLS agents, `https://`
+//! upstreams), the idempotency path, a GET or DELETE.
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -34,7 +39,7 @@ pub(crate) struct Field {
 
 /// The agent's fields, over the head's bytes.
 #[derive(Clone, Debug)]
-pub(crate) struct AgentFields {
+pub(crate) struct HeadFields {
     head: Bytes,
     fields: Vec<Field>,
     /// The `Host` to send instead of the agent's (`forward::set_host`'s choice).
@@ -45,7 +50,7 @@ pub(crate) struct AgentFields {
 #[derive(Clone, Copy)]
 pub(crate) enum Headers<'a> {
     Map(&'a HeaderMap),
-    Own(&'a AgentFields),
+    Own(&'a HeadFields),
 }
 
 impl<'a> Headers<'a> {
@@ -81,13 +86,38 @@ impl<'a> Headers<'a> {
     }
 }
 
-impl AgentFields {
+impl HeadFields {
     pub(crate) fn new(head: Bytes, fields: Vec<Field>) -> Self {
-        AgentFields {
+        HeadFields {
             head,
             fields,
             host: None,
         }
+    }
+
+    /// The fields of a block of field lines (each ending in CRLF, then a blank line). For
+    /// tests: strata's connections build theirs as they parse a head.
+    #[cfg(test)]
+    pub(crate) fn of_field_lines(lines: &'static [u8]) -> Self {
+        let mut slots = [httparse::EMPTY_HEADER; 32];
+        let parsed = match httparse::parse_headers(lines, &mut slots) {
+            Ok(httparse::Status::Complete((_, parsed))) => parsed,
+            other => panic!("not whole field lines: {other:?}"),
+        };
+        let base = lines.as_ptr() as usize;
+        let span = |part: &[u8]| Span {
+            at: (part.as_ptr() as usize - base) as u32,
+            len: part.len() as u32,
+        };
+        let fields = parsed
+            .iter()
+            .map(|f| Field {
+                name: span(f.name.as_bytes()),
+                value: span(f.value),
+                known: Known::of(f.name.as_bytes()),
+            })
+            .collect();
+        HeadFields::new(Bytes::from_static(lines), fields)
     }
 
     /// `Host` as `forward::set_host` would set it: the upstream's authority when `rewrite`,
@@ -103,7 +133,7 @@ impl AgentFields {
     }
 
     /// Every value of a listed name, in order.
-    pub(crate) fn all(&self, name: Known) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn all(&self, name: Known) -> impl DoubleEndedIterator<Item = &[u8]> {
         self.fields
             .iter()
             .filter(move |f| f.known == Some(name))
@@ -148,37 +178,47 @@ impl AgentFields {
     /// `Connection` names and `X-Forwarded-For` (the hop writes the sum); `Host` as
     /// [`set_host`](Self::set_host) chose (where the agent's first was, or last).
     pub(crate) fn write_forwarded(&self, out: &mut Vec<u8>) {
-        let named = self.connection_named();
         // A replaced `Host` takes the first one's place; any other goes.
         let replacing = self.host.is_some();
         let mut host = self.host.as_ref().map(HeaderValue::as_bytes);
-        for field in &self.fields {
-            let name = match field.known {
-                Some(known) if known.is_hop_by_hop() || known == Known::XForwardedFor => continue,
-                Some(Known::Host) if replacing => {
-                    if let Some(value) = host.take() {
-                        line(out, b"host", value);
-                    }
-                    continue;
+        self.each_forwarded(|name, known, value| match known {
+            Some(Known::XForwardedFor) => {}
+            Some(Known::Host) if replacing => {
+                if let Some(value) = host.take() {
+                    line(out, b"host", value);
                 }
-                Some(known) => known.spelled(),
-                None => {
-                    let name = self.bytes(field.name);
-                    if named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                        continue;
-                    }
-                    lower_line(out, name, self.bytes(field.value));
-                    continue;
-                }
-            };
-            if !named.is_empty() && named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                continue;
             }
-            line(out, name, self.bytes(field.value));
-        }
+            _ => write_line(out, name, known, value),
+        });
         if let Some(value) = host {
             line(out, b"host", value);
         }
+    }
+
+    /// `f(name as sent, its entry, value)` for each field a proxy passes on, in order: all
+    /// but hop-by-hop ones and those `Connection` names (what `forward::strip_hop_by_hop`
+    /// leaves in a map).
+    pub(crate) fn each_forwarded<'a>(
+        &'a self,
+        mut f: impl FnMut(&'a [u8], Option<Known>, &'a [u8]),
+    ) {
+        let named = self.connection_named();
+        for field in &self.fields {
+            if field.known.is_some_and(Known::is_hop_by_hop) {
+                continue;
+            }
+            let name = self.bytes(field.name);
+            if !named.is_empty() && named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            f(name, field.known, self.bytes(field.value));
+        }
+    }
+
+    /// Leaves out every field of a listed name (a `Content-Length` beside
+    /// `Transfer-Encoding`: RFC 9112 §6.3).
+    pub(crate) fn remove(&mut self, name: Known) {
+        self.fields.retain(|f| f.known != Some(name));
     }
 
     /// The names `Connection` lists besides the hop-by-hop ones (RFC 9110 §7.6.1); none,
@@ -194,6 +234,15 @@ impl AgentFields {
             }
         }
         named
+    }
+}
+
+/// `name: value` with the name in lower case, as `http` spells names: a listed one as
+/// spelled, another lower-cased as it is copied.
+pub(crate) fn write_line(out: &mut Vec<u8>, name: &[u8], known: Option<Known>, value: &[u8]) {
+    match known {
+        Some(known) => line(out, known.spelled(), value),
+        None => lower_line(out, name, value),
     }
 }
 
@@ -217,5 +266,5 @@ fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 #[cfg(test)]
-#[path = "agent_fields/tests.rs"]
+#[path = "head_fields/tests.rs"]
 mod tests;

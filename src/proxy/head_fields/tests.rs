@@ -6,7 +6,7 @@ use super::*;
 use crate::proxy::forward::{X_FORWARDED_FOR, set_host, strip_hop_by_hop};
 
 /// The fields of `head` (a request head, blank line included), as `agent_h1` reads them.
-fn read(head: &'static [u8]) -> AgentFields {
+fn read(head: &'static [u8]) -> HeadFields {
     let mut slots = [httparse::EMPTY_HEADER; 32];
     let mut request = httparse::Request::new(&mut slots);
     assert!(request.parse(head).unwrap().is_complete());
@@ -24,7 +24,7 @@ fn read(head: &'static [u8]) -> AgentFields {
             known: Known::of(f.name.as_bytes()),
         })
         .collect();
-    AgentFields::new(Bytes::from_static(head), fields)
+    HeadFields::new(Bytes::from_static(head), fields)
 }
 
 /// Lines as `name: value`, grouped by name (each name's values in order): what HTTP says
@@ -41,7 +41,7 @@ fn by_name(lines: &[u8]) -> BTreeMap<String, Vec<String>> {
 
 /// What the map path forwards for the same head (`forward.rs`, then the map's lines as
 /// `h1_conns/wire.rs` writes them, `X-Forwarded-For` left to the hop).
-fn through_the_map(fields: &AgentFields, rewrite: bool) -> Vec<u8> {
+fn through_the_map(fields: &HeadFields, rewrite: bool) -> Vec<u8> {
     let mut map = fields.to_map().unwrap();
     let upstream = Authority::from_static("up.example:8000");
     set_host(&mut map, &Uri::from_static("/mcp"), &upstream, rewrite);

@@ -23,10 +23,18 @@ fuzz_target!(|data: &[u8]| {
         method,
         target,
         fields,
+        as_read,
         content_length,
         ..
     } = &whole
     {
+        // The fields as read for forwarding are the map's, each name's values in order.
+        let by_name = |fields: &[(String, Vec<u8>)]| {
+            let mut sorted = fields.to_vec();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            sorted
+        };
+        assert_eq!(by_name(fields), by_name(as_read), "fields as read");
         assert!(["POST", "GET", "DELETE"].contains(&method.as_str()), "{method}");
         assert!(target.starts_with('/'), "{target}");
         assert!(fields.len() <= max_fields);

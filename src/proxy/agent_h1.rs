@@ -180,7 +180,7 @@ impl Conn {
         stopping: &mut watch::Receiver<()>,
     ) -> Result<(), Stop> {
         let first = !started.load(Ordering::Relaxed);
-        let head = self
+        let mut head = self
             .read_head(settings.limits, header_read, first, stopping)
             .await?;
         let proxy = cache.get();

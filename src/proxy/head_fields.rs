@@ -132,6 +132,13 @@ impl HeadFields {
         &self.head[span.at as usize..(span.at + span.len) as usize]
     }
 
+    /// Every field as read: its name as sent, its value.
+    pub(crate) fn lines(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields
+            .iter()
+            .map(|f| (self.bytes(f.name), self.bytes(f.value)))
+    }
+
     /// Every value of a listed name, in order.
     pub(crate) fn all(&self, name: Known) -> impl DoubleEndedIterator<Item = &[u8]> {
         self.fields

@@ -15,6 +15,9 @@ pub enum ReadRequest {
         method: String,
         target: String,
         fields: Vec<(String, Vec<u8>)>,
+        /// The same fields as read for forwarding (`head_fields.rs`): names lower-cased,
+        /// in the order they came (the map's groups each name's values at its first).
+        as_read: Vec<(String, Vec<u8>)>,
         content_length: u64,
         close: bool,
     },
@@ -50,8 +53,23 @@ pub fn read_request(wire: &[u8], step: usize, max_bytes: usize, max_fields: usiz
         }
     };
     let bytes = buf.split_to(head.len).freeze();
+    // A second reading of the same head, for its fields as read.
+    let Parsed::Complete(mut again) = request::parse(&bytes, limits) else {
+        return ReadRequest::HandOver;
+    };
+    let mut head = head;
     let Some(request) = head.request(&bytes) else {
         return ReadRequest::HandOver;
+    };
+    let as_read = match again.request_and_fields(&bytes) {
+        Some((_, fields)) => fields
+            .lines()
+            .map(|(name, value)| {
+                let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                (name, value.to_vec())
+            })
+            .collect(),
+        None => Vec::new(),
     };
     ReadRequest::Served {
         method: request.method().as_str().to_owned(),
@@ -61,6 +79,7 @@ pub fn read_request(wire: &[u8], step: usize, max_bytes: usize, max_fields: usiz
             .iter()
             .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
             .collect(),
+        as_read,
         content_length: head.content_length,
         close: head.close,
     }

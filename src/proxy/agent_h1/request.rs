@@ -132,14 +132,16 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
 impl Head {
     /// The request, its header values slices of `head` (the head's bytes, cut off the
     /// buffer). `None` for a target or a field the `http` types refuse: hyper then answers.
-    pub(super) fn request(&self, head: &Bytes) -> Option<Request<()>> {
+    /// The fields are taken from this head (the rest of it stays).
+    pub(super) fn request(&mut self, head: &Bytes) -> Option<Request<()>> {
         let mut request = self.request_line(head)?;
         *request.headers_mut() = self.fields(head).to_map()?;
         Some(request)
     }
 
-    /// The request without its header map, and its fields as read (`head_fields.rs`).
-    pub(super) fn request_and_fields(&self, head: &Bytes) -> Option<(Request<()>, HeadFields)> {
+    /// The request without its header map, and its fields as read (`head_fields.rs`), taken
+    /// from this head.
+    pub(super) fn request_and_fields(&mut self, head: &Bytes) -> Option<(Request<()>, HeadFields)> {
         Some((self.request_line(head)?, self.fields(head)))
     }
 
@@ -158,8 +160,8 @@ impl Head {
         Some(request)
     }
 
-    fn fields(&self, head: &Bytes) -> HeadFields {
-        HeadFields::new(head.clone(), self.fields.clone())
+    fn fields(&mut self, head: &Bytes) -> HeadFields {
+        HeadFields::new(head.clone(), std::mem::take(&mut self.fields))
     }
 }
 

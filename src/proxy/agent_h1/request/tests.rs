@@ -20,7 +20,7 @@ fn handed_over(wire: &[u8]) -> bool {
 fn an_mcp_post_is_served_here_with_its_fields_as_slices_of_the_head() {
     let wire =
         b"POST /mcp?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nMcp-Session-Id: s1\r\n\r\n{}";
-    let head = complete(wire);
+    let mut head = complete(wire);
     assert_eq!(head.len, wire.len() - 2);
     assert_eq!(head.content_length, 2);
     assert!(!head.close && !head.idempotency_key);
@@ -101,7 +101,7 @@ fn heads_past_the_limits_are_handed_over_for_hyper_to_refuse() {
 fn a_field_value_http_refuses_makes_no_request() {
     // httparse takes obs-text in a value; `HeaderValue` does too, so this one builds.
     let wire = b"GET / HTTP/1.1\r\nx: caf\xc3\xa9\r\n\r\n";
-    let head = complete(wire);
+    let mut head = complete(wire);
     let bytes = Bytes::copy_from_slice(&wire[..head.len]);
     assert_eq!(
         head.request(&bytes).unwrap().headers()["x"].as_bytes(),
@@ -132,6 +132,7 @@ fn cuts_do_not_change_the_answer() {
         method,
         target,
         fields,
+        as_read,
         content_length,
         close,
     } = served
@@ -140,6 +141,7 @@ fn cuts_do_not_change_the_answer() {
     };
     assert_eq!((method.as_str(), target.as_str()), ("POST", "/mcp"));
     assert_eq!(fields.len(), 3);
+    assert_eq!(as_read, fields, "the same lines, here in the same order");
     assert_eq!((content_length, close), (2, true));
     assert_eq!(read_request(heads[2], 5, 1024, 8), ReadRequest::HandOver);
     assert_eq!(read_request(heads[3], 5, 1024, 8), ReadRequest::Partial);

@@ -192,6 +192,12 @@ impl Metrics {
         self.calls.handles(method, tool)
     }
 
+    /// `f` of the handles [`call`](Self::call) gives, without taking a shared lock or
+    /// cloning them once this thread has met the pair: the data path's way.
+    pub fn with_call<T>(&self, method: &str, tool: &str, f: impl FnOnce(&CallHandles) -> T) -> T {
+        self.calls.with_handles(method, tool, f)
+    }
+
     /// Counts a call as in flight until the guard drops.
     pub fn inflight_guard(&self) -> GaugeGuard {
         GaugeGuard::new(&self.inflight)

@@ -1,6 +1,7 @@
 //! Per-call handles: label capping for `method` and `tool`, and the cache that resolves each
 //! (method, tool) pair's series once so the data path only increments.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use foldhash::fast::RandomState;
 use prometheus::{Histogram, IntCounter};
+use thread_local::ThreadLocal;
 
 use super::labels::{MAX_LABEL_BYTES, OTHER, RetryReason, SuppressReason};
 use super::{CounterFamily, HistogramFamily};
@@ -35,7 +37,23 @@ pub(super) struct CallCache {
     max_methods: usize,
     max_tools: usize,
     inner: RwLock<CacheInner>,
+    /// Each thread's copy of the pairs it met, by the values as called: a call's handles
+    /// without the shared lock and without an `Arc` clone, both writes to lines every worker
+    /// thread writes on every call (`with_handles`). Mappings never change once made (the
+    /// capped sets only grow), so a copy never goes stale.
+    local: ThreadLocal<RefCell<LocalPairs>>,
 }
+
+/// A thread's pairs by raw (method, tool), at most [`LOCAL_PAIRS`] of them.
+#[derive(Default)]
+struct LocalPairs {
+    pairs: FastMap<Box<str>, FastMap<Box<str>, CallHandles>>,
+    len: usize,
+}
+
+/// Raw (method, tool) values one thread keeps: agents choose them, so past this many the
+/// thread asks the shared cache (whose own sets are capped) as before.
+pub(super) const LOCAL_PAIRS: usize = 256;
 
 /// The metric handles for one call, from [`super::Metrics::call`].
 ///
@@ -87,7 +105,35 @@ impl CallCache {
             max_methods,
             max_tools,
             inner: RwLock::new(CacheInner::default()),
+            local: ThreadLocal::new(),
         }
+    }
+
+    /// `f` of the pair's handles, from this thread's copy when it has one.
+    pub(super) fn with_handles<T>(
+        &self,
+        method: &str,
+        tool: &str,
+        f: impl FnOnce(&CallHandles) -> T,
+    ) -> T {
+        let local = self.local.get_or_default();
+        if let Ok(known) = local.try_borrow()
+            && let Some(handles) = known.pairs.get(method).and_then(|tools| tools.get(tool))
+        {
+            return f(handles);
+        }
+        let handles = self.handles(method, tool);
+        if let Ok(mut known) = local.try_borrow_mut()
+            && known.len < LOCAL_PAIRS
+        {
+            known.len += 1;
+            known
+                .pairs
+                .entry(method.into())
+                .or_default()
+                .insert(tool.into(), handles.clone());
+        }
+        f(&handles)
     }
 
     pub(super) fn handles(&self, method: &str, tool: &str) -> CallHandles {

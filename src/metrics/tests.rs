@@ -390,3 +390,39 @@ fn concurrent_first_calls_respect_the_cap() {
     // Four admitted tools plus `_other`.
     assert_eq!(calls.len(), 5, "{calls:?}");
 }
+
+/// `with_call` (the data path's: this thread's copy) gives the pair `call` gives, capping
+/// included, whether the pair is in the thread's copy, just added to it, or past its bound.
+#[test]
+fn with_call_gives_what_call_gives() {
+    let m = Metrics::new(8, 2).unwrap();
+    let tools: Vec<String> = (0..calls::LOCAL_PAIRS + 8)
+        .map(|i| format!("t{i}"))
+        .collect();
+    for _ in 0..2 {
+        for tool in &tools {
+            let (method, label) = m.with_call("tools/call", tool, |h| {
+                (h.method_label().to_owned(), h.tool_label().to_owned())
+            });
+            let direct = m.call("tools/call", tool);
+            assert_eq!(
+                (method.as_str(), label.as_str()),
+                (direct.method_label(), direct.tool_label())
+            );
+            m.with_call("tools/call", tool, |h| {
+                h.record(Outcome::ToolError, Duration::ZERO)
+            });
+        }
+    }
+    // Two tools admitted, the rest share `_other`: every call counted once per round.
+    let calls = series(&m, "strata_calls_total");
+    let count = |tool: &str| {
+        calls
+            .iter()
+            .filter(|(l, _)| l["tool"] == tool)
+            .map(|(_, v)| *v)
+            .sum::<f64>()
+    };
+    assert_eq!((count("t0"), count("t1")), (2.0, 2.0));
+    assert_eq!(count(OTHER), 2.0 * (tools.len() - 2) as f64);
+}

@@ -336,8 +336,7 @@ pub(super) fn record_call(
     let method = request.method.text_lossy();
     let tool = request.tool.text_lossy();
     ctx.metrics
-        .call(&method, &tool)
-        .record(verdict.outcome, duration);
+        .with_call(&method, &tool, |h| h.record(verdict.outcome, duration));
 
     let mut record = CallRecord::new(
         ctx.upstream.clone(),

@@ -57,7 +57,7 @@ impl Waiting<'_> {
         if let Some(inspection) = &self.inspection {
             inspection.with_requests(|requests| {
                 for r in requests {
-                    f(&metrics.call(&r.method.text_lossy(), &r.tool.text_lossy()));
+                    metrics.with_call(&r.method.text_lossy(), &r.tool.text_lossy(), &f);
                 }
             });
         }

@@ -371,7 +371,6 @@ impl Proxy {
                     }
                     Ok(Buffered::Over { prefix, rest }) => {
                         self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
-
                         body_kind = BodyKind::Over;
                         let (i, sink) = Inspection::streaming(self.inspect_cap);
                         inspection = Some(i);
@@ -516,6 +515,8 @@ impl Proxy {
                 (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
                 (None, None) => break Err(LocalError::UpstreamBroken),
             };
+            // This attempt's answer only (one that fails before a head leaves none).
+            upstream_fields = None;
             // Boxed: the send future is over half of this one, which hyper keeps for the
             // connection's life (its `in_flight` box) and which moves as a whole.
             let sent = tokio::time::timeout(

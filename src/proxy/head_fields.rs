@@ -37,16 +37,16 @@ pub(crate) struct Field {
     pub known: Option<Known>,
 }
 
-/// The agent's fields, over the head's bytes.
+/// A head's fields, over its bytes.
 #[derive(Clone, Debug)]
 pub(crate) struct HeadFields {
     head: Bytes,
     fields: Vec<Field>,
-    /// The `Host` to send instead of the agent's (`forward::set_host`'s choice).
+    /// For a request: the `Host` to send instead of the agent's (`forward::set_host`'s choice).
     host: Option<HeaderValue>,
 }
 
-/// A request's header fields, however they were read: `http`'s map, or the agent's lines.
+/// A head's header fields, however they were read: `http`'s map, or the lines as read.
 #[derive(Clone, Copy)]
 pub(crate) enum Headers<'a> {
     Map(&'a HeaderMap),

@@ -37,6 +37,27 @@ pub(crate) struct Field {
     pub known: Option<Known>,
 }
 
+impl Span {
+    /// Where `part`, a slice of `head` (a parser's view of it), lies in `head`.
+    pub(crate) fn within(head: &[u8], part: &[u8]) -> Span {
+        Span {
+            at: (part.as_ptr() as usize - head.as_ptr() as usize) as u32,
+            len: part.len() as u32,
+        }
+    }
+}
+
+impl Field {
+    /// The field a parser found at `name` and `value`, slices of `head`; its name looked up.
+    pub(crate) fn within(head: &[u8], name: &[u8], value: &[u8]) -> Field {
+        Field {
+            name: Span::within(head, name),
+            value: Span::within(head, value),
+            known: Known::of(name),
+        }
+    }
+}
+
 /// A head's fields, over its bytes.
 #[derive(Clone, Debug)]
 pub(crate) struct HeadFields {
@@ -104,18 +125,9 @@ impl HeadFields {
             Ok(httparse::Status::Complete((_, parsed))) => parsed,
             other => panic!("not whole field lines: {other:?}"),
         };
-        let base = lines.as_ptr() as usize;
-        let span = |part: &[u8]| Span {
-            at: (part.as_ptr() as usize - base) as u32,
-            len: part.len() as u32,
-        };
         let fields = parsed
             .iter()
-            .map(|f| Field {
-                name: span(f.name.as_bytes()),
-                value: span(f.value),
-                known: Known::of(f.name.as_bytes()),
-            })
+            .map(|f| Field::within(lines, f.name.as_bytes(), f.value))
             .collect();
         HeadFields::new(Bytes::from_static(lines), fields)
     }
@@ -165,9 +177,16 @@ impl HeadFields {
     }
 
     /// The fields as `http`'s map, for code that needs one. `None` for a field the `http`
-    /// types refuse (never, for what `httparse` accepted: same name and value rules).
+    /// types refuse (never, for what `httparse` accepted: same name and value rules, and a
+    /// name within `http`'s length, which the answer's parser checks).
     pub(crate) fn to_map(&self) -> Option<HeaderMap> {
-        let mut map = HeaderMap::with_capacity(self.fields.len());
+        self.to_map_with_room(0)
+    }
+
+    /// [`to_map`](Self::to_map), with room for `more` fields: a full map grows by rehashing
+    /// every entry.
+    pub(crate) fn to_map_with_room(&self, more: usize) -> Option<HeaderMap> {
+        let mut map = HeaderMap::with_capacity(self.fields.len() + more);
         for field in &self.fields {
             let name = match field.known {
                 Some(known) => known.header_name(),

@@ -152,12 +152,6 @@ impl Known {
     }
 }
 
-/// `name` as a `HeaderName`, when it is one of the names listed here (any case); `None`
-/// otherwise (the caller then asks `HeaderName::from_bytes`).
-pub(super) fn known_name(name: &[u8]) -> Option<HeaderName> {
-    Known::of(name).map(Known::header_name)
-}
-
 /// `name` lower-cased equals `lower` (same length, at most 20 bytes: every listed name).
 /// `eq_ignore_ascii_case` goes a byte at a time (~10 instructions a byte, callgrind); this
 /// compares eight bytes at a time, the last word overlapping the one before it.
@@ -241,7 +235,7 @@ mod tests {
         for name in LISTED {
             for spelled in [name.to_owned(), name.to_ascii_uppercase()] {
                 let expected = HeaderName::from_bytes(spelled.as_bytes()).ok();
-                match known_name(spelled.as_bytes()) {
+                match Known::of(spelled.as_bytes()).map(Known::header_name) {
                     Some(known) => assert_eq!(Some(known), expected, "{spelled}"),
                     None => assert_eq!(name, "x-unlisted", "{spelled} is listed"),
                 }
@@ -268,7 +262,7 @@ mod tests {
             "retry-afteR!",
             "",
         ] {
-            assert_eq!(known_name(other.as_bytes()), None, "{other}");
+            assert_eq!(Known::of(other.as_bytes()), None, "{other}");
         }
         // Bytes that match only when case is folded wrongly ('\r' | 0x20 == '-', '@' | 0x20 ==
         // '`', 0xC8 & 0x7f == 'H'), at every place of the compare.
@@ -286,7 +280,7 @@ mod tests {
                         continue;
                     }
                     bytes[at] = wrong;
-                    assert_eq!(known_name(&bytes), None, "{bytes:?}");
+                    assert_eq!(Known::of(&bytes), None, "{bytes:?}");
                 }
             }
         }

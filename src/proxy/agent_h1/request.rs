@@ -85,15 +85,10 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
     if !path.starts_with('/') {
         return Parsed::HandOver;
     }
-    let base = buf.as_ptr() as usize;
-    let span = |part: &[u8]| Span {
-        at: (part.as_ptr() as usize - base) as u32,
-        len: part.len() as u32,
-    };
     let mut head = Head {
         len,
         method,
-        target: span(path.as_bytes()),
+        target: Span::within(buf, path.as_bytes()),
         fields: Vec::with_capacity(parsed.headers.len()),
         content_length: 0,
         close: false,
@@ -102,8 +97,8 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
     let mut content_length = None;
     for field in parsed.headers.iter() {
         let name = field.name.as_bytes();
-        let known = Known::of(name);
-        match known {
+        let read = Field::within(buf, name, field.value);
+        match read.known {
             Some(Known::ContentLength) => {
                 if content_length.is_some() {
                     return Parsed::HandOver;
@@ -119,11 +114,7 @@ pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
             Some(Known::IdempotencyKey) => head.idempotency_key = true,
             _ => {}
         }
-        head.fields.push(Field {
-            name: span(name),
-            value: span(field.value),
-            known,
-        });
+        head.fields.push(read);
     }
     head.content_length = content_length.unwrap_or(0);
     Parsed::Complete(head)

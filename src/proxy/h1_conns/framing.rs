@@ -3,7 +3,7 @@
 //! slice of what was read.
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::wire::{HeadError, MAX_HEADERS};
@@ -86,35 +86,11 @@ enum State {
 // === impl Framing ===
 
 impl Framing {
-    /// The framing of a response to `method` (RFC 9112 §6.3). With `Transfer-Encoding`,
-    /// a `Content-Length` beside it is removed: it does not describe the body, and the
-    /// agent's connection is framed anew.
-    pub(super) fn of_response(
-        method: &Method,
-        status: StatusCode,
-        version: Version,
-        headers: &mut HeaderMap,
-    ) -> Result<Framing, HeadError> {
-        let coding = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .map(HeaderValue::as_bytes);
-        let lengths = headers
-            .get_all(header::CONTENT_LENGTH)
-            .iter()
-            .map(HeaderValue::as_bytes);
-        let (framing, coded) = Self::of_fields(method, status, version, coding, lengths)?;
-        if coded {
-            headers.remove(header::CONTENT_LENGTH);
-        }
-        Ok(framing)
-    }
-
-    /// [`of_response`](Self::of_response) from the fields' values: the last
-    /// `Transfer-Encoding` and every `Content-Length`. Also true when a transfer coding
-    /// frames the body: any `Content-Length` is then to be removed (RFC 9112 §6.3).
-    pub(super) fn of_fields<'a>(
+    /// The framing of a response to `method` (RFC 9112 §6.3), from its last
+    /// `Transfer-Encoding` value and every `Content-Length` one. True as well when a transfer
+    /// coding frames the body: a `Content-Length` beside it is then to be removed (it does not
+    /// describe the body, and the agent's connection is framed anew).
+    pub(super) fn of_response<'a>(
         method: &Method,
         status: StatusCode,
         version: Version,

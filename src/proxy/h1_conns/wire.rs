@@ -12,13 +12,13 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
-use crate::proxy::head_fields::{Field, HeadFields, Span};
-use crate::proxy::known_names::{Known, known_name};
+use crate::proxy::head_fields::{Field, HeadFields};
+use crate::proxy::known_names::Known;
 use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).
@@ -152,81 +152,42 @@ pub(super) fn parse_response(
         let reason = parsed.reason.unwrap_or("");
         let reason_differs = !reason.is_empty() && status.canonical_reason() != Some(reason);
         let reason = reason_differs.then(|| Bytes::copy_from_slice(reason.as_bytes()));
-        if as_read {
-            let base = buf.as_ptr() as usize;
-            let span = |part: &[u8]| Span {
-                at: (part.as_ptr() as usize - base) as u32,
-                len: part.len() as u32,
-            };
-            let mut fields = Vec::with_capacity(parsed.headers.len());
-            for field in parsed.headers.iter() {
-                let name = field.name.as_bytes();
-                // The one name `httparse` takes and `http` refuses (the map path's 502).
-                if name.len() > MAX_NAME {
-                    return Err(HeadError::Header(
-                        String::from_utf8_lossy(name).into_owned(),
-                    ));
-                }
-                fields.push(Field {
-                    name: span(name),
-                    value: span(field.value),
-                    known: Known::of(name),
-                });
+        let mut fields = Vec::with_capacity(parsed.headers.len());
+        for field in parsed.headers.iter() {
+            let name = field.name.as_bytes();
+            // The one name `httparse` takes and `http` refuses.
+            if name.len() > MAX_NAME {
+                return Err(HeadError::Header(
+                    String::from_utf8_lossy(name).into_owned(),
+                ));
             }
-            let mut fields = HeadFields::new(buf.split_to(len).freeze(), fields);
-            let coding = fields.all(Known::TransferEncoding).next_back();
-            let lengths = fields.all(Known::ContentLength);
-            let (framing, coded) =
-                Framing::of_fields(request_method, status, version, coding, lengths)?;
-            if coded {
-                fields.remove(Known::ContentLength);
-            }
-            let keep_alive = keeps_alive(version, fields.all(Known::Connection))
-                && !matches!(framing, Framing::Close);
-            let response = response_of(status, version, reason);
-            return Ok(Some(Head {
-                response,
-                fields: Some(fields),
-                framing,
-                keep_alive,
-            }));
+            fields.push(Field::within(buf, name, field.value));
         }
-        // Offsets, so the values can be slices of the head once it is cut off the buffer.
-        let base = buf.as_ptr() as usize;
-        let spans: Vec<(usize, usize, usize, usize)> = parsed
-            .headers
-            .iter()
-            .map(|field| {
-                let name = field.name.as_ptr() as usize - base;
-                let value = field.value.as_ptr() as usize - base;
-                (name, field.name.len(), value, field.value.len())
-            })
-            .collect();
-        let head = buf.split_to(len).freeze();
-        // Room for what the proxy adds (`Via`, `strata-attempts`): a full map grows by
-        // rehashing every entry.
-        let mut headers = HeaderMap::with_capacity(spans.len() + 2);
-        for &(name, name_len, value, value_len) in &spans {
-            let name_bytes = &head[name..name + name_len];
-            let name = match known_name(name_bytes) {
-                Some(known) => known,
-                None => HeaderName::from_bytes(name_bytes).map_err(|_| {
-                    HeadError::Header(String::from_utf8_lossy(name_bytes).into_owned())
-                })?,
-            };
-            let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
-                .map_err(|_| HeadError::Header(name.as_str().to_owned()))?;
-            headers.append(name, value);
+        // The values are slices of the head, cut off the buffer (the offsets stay).
+        let mut fields = HeadFields::new(buf.split_to(len).freeze(), fields);
+        let coding = fields.all(Known::TransferEncoding).next_back();
+        let lengths = fields.all(Known::ContentLength);
+        let (framing, coded) =
+            Framing::of_response(request_method, status, version, coding, lengths)?;
+        if coded {
+            fields.remove(Known::ContentLength);
         }
-        let framing = Framing::of_response(request_method, status, version, &mut headers)?;
-        let connection = headers.get_all(header::CONNECTION);
-        let keep_alive = keeps_alive(version, connection.iter().map(HeaderValue::as_bytes))
+        let keep_alive = keeps_alive(version, fields.all(Known::Connection))
             && !matches!(framing, Framing::Close);
         let mut response = response_of(status, version, reason);
-        *response.headers_mut() = headers;
+        let fields = if as_read {
+            Some(fields)
+        } else {
+            // Room for what the proxy adds (`Via`, `strata-attempts`).
+            let map = fields
+                .to_map_with_room(2)
+                .ok_or_else(|| HeadError::Header("a field the `http` types refuse".to_owned()))?;
+            *response.headers_mut() = map;
+            None
+        };
         return Ok(Some(Head {
             response,
-            fields: None,
+            fields,
             framing,
             keep_alive,
         }));

@@ -7,24 +7,8 @@ use crate::proxy::forward::{X_FORWARDED_FOR, set_host, strip_hop_by_hop};
 
 /// The fields of `head` (a request head, blank line included), as `agent_h1` reads them.
 fn read(head: &'static [u8]) -> HeadFields {
-    let mut slots = [httparse::EMPTY_HEADER; 32];
-    let mut request = httparse::Request::new(&mut slots);
-    assert!(request.parse(head).unwrap().is_complete());
-    let base = head.as_ptr() as usize;
-    let span = |part: &[u8]| Span {
-        at: (part.as_ptr() as usize - base) as u32,
-        len: part.len() as u32,
-    };
-    let fields = request
-        .headers
-        .iter()
-        .map(|f| Field {
-            name: span(f.name.as_bytes()),
-            value: span(f.value),
-            known: Known::of(f.name.as_bytes()),
-        })
-        .collect();
-    HeadFields::new(Bytes::from_static(head), fields)
+    let line_end = head.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+    HeadFields::of_field_lines(&head[line_end..])
 }
 
 /// Lines as `name: value`, grouped by name (each name's values in order): what HTTP says

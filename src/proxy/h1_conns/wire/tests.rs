@@ -201,3 +201,26 @@ fn header_values_are_slices_of_the_head() {
     assert_eq!(value, "value");
     assert!(range.contains(&value.as_bytes().as_ptr()), "no copy");
 }
+
+/// A `Content-Length` beside `Transfer-Encoding` is removed (RFC 9112 §6.3), whether the
+/// fields go into a map or are kept as read.
+#[test]
+fn a_length_beside_a_transfer_coding_is_removed_in_either_form() {
+    let wire =
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n";
+    let mapped = parse_response(&mut BytesMut::from(&wire[..]), &Method::POST, false)
+        .unwrap()
+        .unwrap();
+    assert!(!mapped.response.headers().contains_key("content-length"));
+    assert!(mapped.response.headers().contains_key("x-a"));
+    let read = parse_response(&mut BytesMut::from(&wire[..]), &Method::POST, true)
+        .unwrap()
+        .unwrap();
+    let fields = read.fields.unwrap();
+    assert!(!fields.contains(Known::ContentLength));
+    assert!(fields.contains(Known::TransferEncoding));
+    assert_eq!(
+        (mapped.framing, read.framing),
+        (Framing::Chunked, Framing::Chunked)
+    );
+}

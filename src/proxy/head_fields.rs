@@ -272,7 +272,9 @@ pub(crate) fn write_line(out: &mut Vec<u8>, name: &[u8], known: Option<Known>, v
     }
 }
 
-fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// `name: value` as given (both heads' encoders, `h1_conns/wire.rs` and
+/// `agent_h1/response.rs`).
+pub(crate) fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     // Room once for the line, not per piece.
     out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
@@ -284,11 +286,8 @@ fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 /// A line whose name is written in lower case, as `http` spells names.
 fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let from = out.len();
-    out.extend_from_slice(name);
-    out[from..].make_ascii_lowercase();
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
+    line(out, name, value);
+    out[from..from + name.len()].make_ascii_lowercase();
 }
 
 #[cfg(test)]

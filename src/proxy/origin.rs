@@ -86,9 +86,9 @@ impl RecentFailures {
         if self.remembered.load(Ordering::Relaxed) == 0 {
             return false;
         }
+        let key = Self::key(session, method, tool);
         let recorded = {
             let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            let key = Self::key(session, method, tool);
             match map.get(&key) {
                 Some((fp, at)) if at.elapsed() < WINDOW => *fp,
                 Some(_) => {
@@ -103,7 +103,7 @@ impl RecentFailures {
         let same = fingerprint(target, body).is_some_and(|f| f.fingerprint == recorded);
         if same {
             let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            map.remove(&Self::key(session, method, tool));
+            map.remove(&key);
             self.remembered.store(map.len(), Ordering::Relaxed);
         }
         same

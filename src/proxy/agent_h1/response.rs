@@ -15,7 +15,7 @@ use http::response::Parts;
 use super::super::AnswerFields;
 use super::super::attempt::ATTEMPTS_HEADER;
 use super::super::h1_conns::parse_length;
-use super::super::head_fields::write_line;
+use super::super::head_fields::{line, write_line};
 use super::super::known_names::Known;
 use super::has_close;
 use crate::telemetry::decimal;
@@ -240,13 +240,6 @@ fn content_length(
         BodySize::None => {}
     }
     Ok(())
-}
-
-fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Ends the `connection` line, with `close` added when the connection ends here and the

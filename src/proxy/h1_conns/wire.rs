@@ -17,7 +17,7 @@ use http::{Method, Response, StatusCode, Version};
 
 use super::framing::Framing;
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
-use crate::proxy::head_fields::{Field, HeadFields};
+use crate::proxy::head_fields::{Field, HeadFields, line};
 use crate::proxy::known_names::Known;
 use crate::telemetry::decimal;
 
@@ -86,10 +86,7 @@ pub(in crate::proxy) fn encode_request(
                 if name == X_FORWARDED_FOR {
                     continue;
                 }
-                out.extend_from_slice(name.as_str().as_bytes());
-                out.extend_from_slice(b": ");
-                out.extend_from_slice(value.as_bytes());
-                out.extend_from_slice(b"\r\n");
+                line(out, name.as_str().as_bytes(), value.as_bytes());
             }
             let prior = headers.get_all(X_FORWARDED_FOR);
             hop.write(prior.iter().map(HeaderValue::as_bytes), out);

@@ -37,7 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::{AgentBody, AnswerFields, CurrentProxy, FromAgent, Peer, ProxyCache};
+use super::{AgentBody, AnswerFields, CurrentProxy, FromAgent, HeadTimer, Peer, ProxyCache};
 
 mod read_request;
 mod request;
@@ -107,6 +107,14 @@ struct Conn {
     out: Vec<u8>,
 }
 
+/// The connection's timers, lent to an exchange: one for the next head, one for the
+/// upstream's answer to it. Each lives as long as the connection and is reset, not made
+/// anew (`serve`).
+struct Timers<'a> {
+    header_read: Pin<&'a mut Sleep>,
+    response_head: Pin<&'a mut Sleep>,
+}
+
 /// What gathering the answer's frames came to.
 enum Gathered {
     /// Write what is buffered, and this large frame after it (with its chunk's end).
@@ -137,22 +145,22 @@ pub(super) async fn serve(
         out: Vec::new(),
     };
     // One timer for the connection's life, reset for each head rather than made anew: it
-    // stays registered while the exchange runs, so the next one (and the response-head
-    // timeout) is never the earliest timer of the runtime. A timer that is — a new one, each
+    // stays registered while the exchange runs, so the next one is never the earliest timer
+    // of the runtime. A timer that is — a new one, each
     // exchange — makes tokio wake its own driver (an `eventfd` write, and one more
     // `epoll_wait`) on every call (strace, `bench/README.md`).
     let mut header_read = Box::pin(tokio::time::sleep_until(first_deadline));
+    // The response-head timeout's, lent to each call (`head_timer.rs`); registered at the
+    // first call's reset.
+    let mut response_head = Box::pin(tokio::time::sleep_until(first_deadline));
     let mut cache = proxy.cache();
     loop {
+        let timers = Timers {
+            header_read: header_read.as_mut(),
+            response_head: response_head.as_mut(),
+        };
         match conn
-            .exchange(
-                &mut cache,
-                peer,
-                settings,
-                header_read.as_mut(),
-                started,
-                stopping,
-            )
+            .exchange(&mut cache, peer, settings, timers, started, stopping)
             .await
         {
             Ok(()) => header_read
@@ -175,13 +183,13 @@ impl Conn {
         cache: &mut ProxyCache<'_>,
         peer: &Peer,
         settings: Settings,
-        header_read: Pin<&mut Sleep>,
+        timers: Timers<'_>,
         started: &AtomicBool,
         stopping: &mut watch::Receiver<()>,
     ) -> Result<(), Stop> {
         let first = !started.load(Ordering::Relaxed);
         let mut head = self
-            .read_head(settings.limits, header_read, first, stopping)
+            .read_head(settings.limits, timers.header_read, first, stopping)
             .await?;
         let proxy = cache.get();
         let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
@@ -213,7 +221,14 @@ impl Conn {
         // Boxed, as hyper boxes it (`server.rs`): this future is ~2.6 KB, and inline it would
         // size this connection's task for its life — an SSE stream's hours.
         let mut answer_fields = None;
-        let handle = Box::pin(proxy.handle(request, fields, peer.clone(), &mut answer_fields));
+        let head_timer = HeadTimer::new(Some(timers.response_head));
+        let handle = Box::pin(proxy.handle(
+            request,
+            fields,
+            peer.clone(),
+            &mut answer_fields,
+            head_timer,
+        ));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,

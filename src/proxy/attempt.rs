@@ -8,6 +8,7 @@ use crate::policy::Failure;
 
 use super::body::FromUpstream;
 use super::h1_conns::SendError;
+use super::head_timer::HeadTimedOut;
 use super::local::LocalError;
 use super::replay::RequestBody;
 
@@ -66,7 +67,7 @@ impl Template {
 /// Sorts an attempt's result into the failure the policy knows (if any) and what the agent
 /// would get: the upstream's response, or strata's own answer.
 pub(super) fn attempt_failure(
-    sent: Result<Result<Response<FromUpstream>, SendError>, tokio::time::error::Elapsed>,
+    sent: Result<Result<Response<FromUpstream>, SendError>, HeadTimedOut>,
     metrics: &Metrics,
 ) -> (Option<Failure>, Result<Response<FromUpstream>, LocalError>) {
     match sent {
@@ -90,7 +91,7 @@ pub(super) fn attempt_failure(
                 Err(LocalError::UpstreamBroken),
             )
         }
-        Err(_elapsed) => (Some(Failure::HeadTimeout), Err(LocalError::UpstreamTimeout)),
+        Err(HeadTimedOut) => (Some(Failure::HeadTimeout), Err(LocalError::UpstreamTimeout)),
     }
 }
 

@@ -11,6 +11,7 @@ mod forward;
 mod from_agent;
 pub mod h1_conns;
 mod head_fields;
+mod head_timer;
 mod inspect;
 mod keepalive;
 mod keys;
@@ -46,6 +47,7 @@ pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, SendError};
 use head_fields::{HeadFields, Headers};
+pub(crate) use head_timer::HeadTimer;
 pub use keepalive::KeepAlive;
 use known_names::Known;
 pub use resume::ResumeRegistry;
@@ -311,12 +313,16 @@ impl Proxy {
     /// `answer_fields`: set when the answer's fields were kept as the upstream sent them (for
     /// a request with `fields`); the response then has no header map, and strata's own agent
     /// connection writes them (`agent_h1/response.rs`).
+    ///
+    /// `head_timer`: bounds each attempt's wait for the response head; the agent connection
+    /// lends its own (`head_timer.rs`).
     pub(crate) async fn handle(
         self: &Arc<Self>,
         req: Request<FromAgent>,
         mut fields: Option<HeadFields>,
         peer: Peer,
         answer_fields: &mut Option<AnswerFields>,
+        mut head_timer: HeadTimer<'_>,
     ) -> Result<Response<AgentBody>, Infallible> {
         let agent = peer.addr;
         let started = Instant::now();
@@ -519,11 +525,12 @@ impl Proxy {
             upstream_fields = None;
             // Boxed: the send future is over half of this one, which hyper keeps for the
             // connection's life (its `in_flight` box) and which moves as a whole.
-            let sent = tokio::time::timeout(
-                self.response_head_timeout,
-                Box::pin(self.send(request, fields.as_ref(), &hop, &mut upstream_fields)),
-            )
-            .await;
+            let sent = head_timer
+                .within(
+                    Instant::now() + self.response_head_timeout,
+                    Box::pin(self.send(request, fields.as_ref(), &hop, &mut upstream_fields)),
+                )
+                .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;

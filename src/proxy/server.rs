@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 use super::agent_h1::{self, HeadLimits, Served};
 use super::tls::{AgentIo, AgentTls};
-use super::{AgentBody, CurrentProxy, FromAgent, Peer};
+use super::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
 use crate::metrics::{Limit, Metrics};
 
 /// Listener settings.
@@ -162,7 +162,7 @@ pub async fn serve(
                     let handle: HandleFuture =
                         Box::pin(async move {
                         // No fields as read go in, so none come back: the map is hyper's.
-                        current.handle(req, None, peer, &mut None).await
+                        current.handle(req, None, peer, &mut None, HeadTimer::new(None)).await
                     });
                     handle
                 });

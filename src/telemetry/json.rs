@@ -13,7 +13,7 @@
 //! through a vtable (~150 per call record). Plain runs inside strings are found with the
 //! classifier's [`string_run`] (16 bytes per compare) rather than byte by byte.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -140,6 +140,7 @@ pub(crate) struct Fields<'a, W> {
 }
 
 impl<W: Write> Fields<'_, W> {
+    #[inline(always)]
     fn entry<'n>(&mut self, name: impl Into<Name<'n>>, value: impl FnOnce(&mut W) -> fmt::Result) {
         if self.result.is_ok() {
             let name = match name.into() {
@@ -154,6 +155,7 @@ impl<W: Write> Fields<'_, W> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn f64<'n>(&mut self, name: impl Into<Name<'n>>, value: f64) {
         self.entry(name, |w| {
             if value.is_finite() {
@@ -166,6 +168,7 @@ impl<W: Write> Fields<'_, W> {
         });
     }
 
+    #[inline(always)]
     pub(crate) fn i64<'n>(&mut self, name: impl Into<Name<'n>>, value: i64) {
         self.entry(name, |w| {
             if value < 0 {
@@ -175,16 +178,19 @@ impl<W: Write> Fields<'_, W> {
         });
     }
 
+    #[inline(always)]
     pub(crate) fn u64<'n>(&mut self, name: impl Into<Name<'n>>, value: u64) {
         self.entry(name, |w| write_u64(w, value));
     }
 
+    #[inline(always)]
     pub(crate) fn str<'n>(&mut self, name: impl Into<Name<'n>>, value: &str) {
         self.entry(name, |w| write_string(w, value));
     }
 
     /// A string whose text `write` writes and which needs no escaping (strata's own names,
     /// digits): written as it is.
+    #[inline(always)]
     pub(crate) fn unescaped<'n>(
         &mut self,
         name: impl Into<Name<'n>>,
@@ -324,28 +330,53 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
+/// A timestamp's text, `2026-11-29T17:03:00.123456Z`.
+type Stamp = [u8; 27];
+
+thread_local! {
+    /// The last timestamp this thread wrote, and its whole seconds: lines written within the
+    /// same second (at load, nearly all of them) rewrite only the microseconds.
+    static LAST_STAMP: Cell<(u64, Stamp)> = const { Cell::new((u64::MAX, [0; 27])) };
+}
+
 /// `2026-11-29T17:03:00.123456Z` (UTC, microseconds), as tracing-subscriber's `SystemTime`.
 fn write_timestamp(w: &mut impl Write, now: SystemTime) -> fmt::Result {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
+    let mut buf = LAST_STAMP.with(|last| {
+        let (last_secs, stamp) = last.get();
+        if last_secs == secs {
+            return stamp;
+        }
+        let stamp = stamp_of_second(secs);
+        last.set((secs, stamp));
+        stamp
+    });
+    put_digits(&mut buf[20..26], u64::from(since.subsec_micros()));
+    // Only ASCII digits and punctuation were written.
+    w.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
+}
+
+/// The timestamp of second `secs` since the epoch, its microseconds zero.
+fn stamp_of_second(secs: u64) -> Stamp {
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     let mut buf = *b"0000-00-00T00:00:00.000000Z";
-    let mut put = |at: usize, width: usize, mut v: u64| {
-        for i in (at..at + width).rev() {
-            buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-    };
-    put(0, 4, year.clamp(0, 9999) as u64);
-    put(5, 2, u64::from(month));
-    put(8, 2, u64::from(day));
-    put(11, 2, rem / 3600);
-    put(14, 2, rem / 60 % 60);
-    put(17, 2, rem % 60);
-    put(20, 6, u64::from(since.subsec_micros()));
-    // Only ASCII digits and punctuation were written.
-    w.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
+    put_digits(&mut buf[0..4], year.clamp(0, 9999) as u64);
+    put_digits(&mut buf[5..7], u64::from(month));
+    put_digits(&mut buf[8..10], u64::from(day));
+    put_digits(&mut buf[11..13], rem / 3600);
+    put_digits(&mut buf[14..16], rem / 60 % 60);
+    put_digits(&mut buf[17..19], rem % 60);
+    buf
+}
+
+/// `v`'s last `to.len()` decimal digits, zero-padded, into `to`.
+fn put_digits(to: &mut [u8], mut v: u64) {
+    for digit in to.iter_mut().rev() {
+        *digit = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
@@ -489,5 +520,10 @@ mod tests {
         assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
         assert_eq!(at(1_798_561_380, 123_456), "2026-12-29T16:23:00.123456Z");
         assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z");
+        // The same second again (the thread's remembered text), the next, and back.
+        assert_eq!(at(4_107_542_399, 5), "2100-02-28T23:59:59.000005Z");
+        assert_eq!(at(4_107_542_400, 10), "2100-03-01T00:00:00.000010Z");
+        assert_eq!(at(4_107_542_399, 0), "2100-02-28T23:59:59.000000Z");
+        assert_eq!(at(0, 999_999), "1970-01-01T00:00:00.999999Z");
     }
 }

@@ -13,7 +13,7 @@
 //! through a vtable (~150 per call record). Plain runs inside strings are found with the
 //! classifier's [`string_run`] (16 bytes per compare) rather than byte by byte.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -244,10 +244,37 @@ impl<W: Write> Visit for Fields<'_, W> {
 /// A decimal integer without `fmt`'s padding machinery (several hundred instructions a number);
 /// also the call record's statuses (`calllog.rs`).
 pub(crate) fn write_u64(w: &mut impl Write, value: u64) -> fmt::Result {
+    // The usual values (a status, an attempt count, an event count) from the table, without
+    // checking digits just written for UTF-8.
+    if let Ok(small) = usize::try_from(value)
+        && small < 1000
+    {
+        let skip = usize::from(small < 10) + usize::from(small < 100);
+        return w.write_str(&THREE_DIGITS[small * 3 + skip..small * 3 + 3]);
+    }
     let mut digits = [0u8; 20];
     // Only ASCII digits were written.
     w.write_str(std::str::from_utf8(decimal(value, &mut digits)).map_err(|_| fmt::Error)?)
 }
+
+/// `000`, `001`, … `999`: the text of a number below 1,000 as three digits.
+const THREE_DIGITS: &str = {
+    const BYTES: [u8; 3000] = {
+        let mut table = [0u8; 3000];
+        let mut n = 0;
+        while n < 1000 {
+            table[n * 3] = b'0' + (n / 100) as u8;
+            table[n * 3 + 1] = b'0' + (n / 10 % 10) as u8;
+            table[n * 3 + 2] = b'0' + (n % 10) as u8;
+            n += 1;
+        }
+        table
+    };
+    match std::str::from_utf8(&BYTES) {
+        Ok(digits) => digits,
+        Err(_) => panic!("digits are ASCII"),
+    }
+};
 
 /// `value`'s decimal digits, written at the end of `digits` (also the upstream request head's
 /// `Content-Length`, `proxy/h1_conns/wire.rs`).
@@ -330,45 +357,49 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
-/// A timestamp's text, `2026-11-29T17:03:00.123456Z`.
-type Stamp = [u8; 27];
-
 thread_local! {
-    /// The last timestamp this thread wrote, and its whole seconds: lines written within the
-    /// same second (at load, nearly all of them) rewrite only the microseconds.
-    static LAST_STAMP: Cell<(u64, Stamp)> = const { Cell::new((u64::MAX, [0; 27])) };
+    /// The whole seconds of the last timestamp this thread wrote, and their text up to the
+    /// fraction (`2026-11-29T17:03:00.`): lines written within the same second (at load,
+    /// nearly all of them) add only the microseconds.
+    static LAST_SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
 /// `2026-11-29T17:03:00.123456Z` (UTC, microseconds), as tracing-subscriber's `SystemTime`.
 fn write_timestamp(w: &mut impl Write, now: SystemTime) -> fmt::Result {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
-    let mut buf = LAST_STAMP.with(|last| {
-        let (last_secs, stamp) = last.get();
-        if last_secs == secs {
-            return stamp;
+    LAST_SECOND.with(|last| match last.try_borrow_mut() {
+        Ok(mut last) => {
+            if last.0 != secs {
+                last.1.clear();
+                write_second(&mut last.1, secs)?;
+                last.0 = secs;
+            }
+            w.write_str(&last.1)
         }
-        let stamp = stamp_of_second(secs);
-        last.set((secs, stamp));
-        stamp
-    });
-    put_digits(&mut buf[20..26], u64::from(since.subsec_micros()));
-    // Only ASCII digits and punctuation were written.
-    w.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
+        // Only a timestamp written while this one is would find it in use.
+        Err(_) => write_second(w, secs),
+    })?;
+    let micros = since.subsec_micros() as usize;
+    let (high, low) = (micros / 1000 % 1000 * 3, micros % 1000 * 3);
+    w.write_str(&THREE_DIGITS[high..high + 3])?;
+    w.write_str(&THREE_DIGITS[low..low + 3])?;
+    w.write_char('Z')
 }
 
-/// The timestamp of second `secs` since the epoch, its microseconds zero.
-fn stamp_of_second(secs: u64) -> Stamp {
+/// `2026-11-29T17:03:00.`: second `secs` since the epoch, up to its fraction.
+fn write_second(w: &mut impl Write, secs: u64) -> fmt::Result {
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
-    let mut buf = *b"0000-00-00T00:00:00.000000Z";
+    let mut buf = *b"0000-00-00T00:00:00.";
     put_digits(&mut buf[0..4], year.clamp(0, 9999) as u64);
     put_digits(&mut buf[5..7], u64::from(month));
     put_digits(&mut buf[8..10], u64::from(day));
     put_digits(&mut buf[11..13], rem / 3600);
     put_digits(&mut buf[14..16], rem / 60 % 60);
     put_digits(&mut buf[17..19], rem % 60);
-    buf
+    // Only ASCII digits and punctuation were written.
+    w.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
 }
 
 /// `v`'s last `to.len()` decimal digits, zero-padded, into `to`.
@@ -506,6 +537,29 @@ mod tests {
             ours.text(),
             theirs.text()
         );
+    }
+
+    #[test]
+    fn integers_as_display_writes_them() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            42,
+            99,
+            100,
+            200,
+            504,
+            999,
+            1000,
+            65_535,
+            u64::MAX,
+        ] {
+            let mut out = String::new();
+            write_u64(&mut out, n).unwrap();
+            assert_eq!(out, n.to_string());
+        }
     }
 
     #[test]

@@ -9,11 +9,35 @@
 //! (`extend_expiration` in tokio's time driver). Connections hyper serves get a timer of
 //! their own per call, made at the first attempt.
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
-use std::task::Poll;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
+use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
+
+pin_project! {
+    /// [`HeadTimer::within`]'s future.
+    pub(crate) struct Within<'t, F> {
+        timer: Pin<&'t mut Sleep>,
+        #[pin]
+        attempt: F,
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Result<F::Output, HeadTimedOut>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        // The attempt first, as `tokio::time::timeout` does: an answer ready at the deadline
+        // is taken.
+        if let Poll::Ready(done) = this.attempt.poll(cx) {
+            return Poll::Ready(Ok(done));
+        }
+        this.timer.as_mut().poll(cx).map(|()| Err(HeadTimedOut))
+    }
+}
 
 /// The response head did not arrive by the deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,22 +56,14 @@ impl<'a> HeadTimer<'a> {
     }
 
     /// `attempt` run until it finishes or `deadline` passes, whichever comes first.
-    pub(crate) async fn within<F: Future>(
-        &mut self,
-        deadline: Instant,
-        attempt: F,
-    ) -> Result<F::Output, HeadTimedOut> {
-        let mut timer = self.armed(deadline);
-        let mut attempt = pin!(attempt);
-        poll_fn(|cx| {
-            // The attempt first, as `tokio::time::timeout` does: an answer ready at the
-            // deadline is taken.
-            if let Poll::Ready(done) = attempt.as_mut().poll(cx) {
-                return Poll::Ready(Ok(done));
-            }
-            timer.as_mut().poll(cx).map(|()| Err(HeadTimedOut))
-        })
-        .await
+    ///
+    /// A future of its own rather than an `async fn`: one would hold the attempt twice (as
+    /// its argument and pinned), and the attempt is most of `handle`'s future.
+    pub(crate) fn within<F: Future>(&mut self, deadline: Instant, attempt: F) -> Within<'_, F> {
+        Within {
+            timer: self.armed(deadline),
+            attempt,
+        }
     }
 
     /// The timer, set to go off at `deadline`.

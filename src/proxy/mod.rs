@@ -523,12 +523,10 @@ impl Proxy {
             };
             // This attempt's answer only (one that fails before a head leaves none).
             upstream_fields = None;
-            // Boxed: the send future is over half of this one, which hyper keeps for the
-            // connection's life (its `in_flight` box) and which moves as a whole.
             let sent = head_timer
                 .within(
                     Instant::now() + self.response_head_timeout,
-                    Box::pin(self.send(request, fields.as_ref(), &hop, &mut upstream_fields)),
+                    self.send(request, fields.as_ref(), &hop, &mut upstream_fields),
                 )
                 .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);

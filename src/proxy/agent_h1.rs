@@ -218,8 +218,9 @@ impl Conn {
         };
         started.store(true, Ordering::Relaxed);
         let request = request.map(|()| FromAgent::Whole(body));
-        // Boxed, as hyper boxes it (`server.rs`): this future is ~4.5 KB (the attempt's own within it), and inline it would
-        // size this connection's task for its life — an SSE stream's hours.
+        // Boxed, as hyper boxes it (`server.rs`): this future is ~4.5 KB (the attempt's
+        // within it), and inline it would size this connection's task for its life — an SSE
+        // stream's hours.
         let mut answer_fields = None;
         let head_timer = HeadTimer::new(Some(timers.response_head));
         let handle = Box::pin(proxy.handle(

@@ -36,6 +36,17 @@ pub trait BodySink: Send + 'static {
     fn on_end(&mut self, end: BodyEnd);
 }
 
+/// A boxed sink (the call tracker, `AgentBody`): the body that carries it moves as a pointer.
+impl<S: BodySink + ?Sized> BodySink for Box<S> {
+    fn on_data(&mut self, chunk: &[u8]) {
+        (**self).on_data(chunk);
+    }
+
+    fn on_end(&mut self, end: BodyEnd) {
+        (**self).on_end(end);
+    }
+}
+
 pin_project_lite::pin_project! {
     /// Forwards `inner` unchanged while showing each data chunk to `sink`.
     pub struct ObservedBody<B, S: BodySink> {

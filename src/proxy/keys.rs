@@ -28,7 +28,7 @@ pub(super) enum KeyClaim {
 
 /// The recorded answer, replayed with the repeat's ids and classified like an upstream's.
 pub(super) fn replay_record(
-    tracker: Option<CallTracker>,
+    tracker: Option<Box<CallTracker>>,
     record: &Record,
     ids: &[String],
 ) -> Response<AgentBody> {

@@ -74,7 +74,7 @@ impl Waiting<'_> {
     }
 
     /// The tracker for what this exchange carries, or `None` when it carries no call.
-    pub(super) fn take_tracker(&mut self) -> Option<CallTracker> {
+    pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
         let ctx = self.proxy.ctx.clone();
         if let Some(inspection) = self.inspection.take() {
             if inspection.was_cut() {
@@ -98,13 +98,13 @@ impl Waiting<'_> {
                 found.requests.len()
             ];
             let exchange = Exchange::new(found.requests, found.batch);
-            let mut tracker = CallTracker::new(
+            let mut tracker = Box::new(CallTracker::new(
                 ctx,
                 exchange,
                 meta,
                 self.session.clone(),
                 self.protocol_version.take(),
-            );
+            ));
             if let Some((body, target)) = self.body.take() {
                 tracker.remember_body(&body, target);
             }
@@ -117,13 +117,13 @@ impl Waiting<'_> {
         let protocol_version = parked.first().and_then(|p| p.protocol_version.clone());
         let (requests, meta): (Vec<_>, Vec<_>) =
             parked.into_iter().map(|p| (p.request, p.meta)).unzip();
-        Some(CallTracker::new(
+        Some(Box::new(CallTracker::new(
             ctx,
             Exchange::new(requests, false),
             meta,
             self.session.clone(),
             protocol_version,
-        ))
+        )))
     }
 }
 

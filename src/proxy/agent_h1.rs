@@ -218,7 +218,7 @@ impl Conn {
         };
         started.store(true, Ordering::Relaxed);
         let request = request.map(|()| FromAgent::Whole(body));
-        // Boxed, as hyper boxes it (`server.rs`): this future is ~4.5 KB (the attempt's
+        // Boxed, as hyper boxes it (`server.rs`): this future is ~3.2 KB (the attempt's
         // within it), and inline it would size this connection's task for its life — an SSE
         // stream's hours.
         let mut answer_fields = None;

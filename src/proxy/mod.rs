@@ -20,6 +20,7 @@ mod local;
 mod origin;
 mod replay;
 mod resume;
+mod sending;
 pub mod server;
 pub mod tls;
 mod waiting;
@@ -45,7 +46,12 @@ pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
-use h1_conns::{H1Conns, SendError};
+use h1_conns::{H1Conns, ResponseBody, SendError};
+use sending::Sending;
+
+/// What strata's own upstream connection gives back: the response, and its fields when kept
+/// as read.
+type H1Answer = (Response<ResponseBody>, Option<HeadFields>);
 use head_fields::{HeadFields, Headers};
 pub(crate) use head_timer::HeadTimer;
 pub use keepalive::KeepAlive;
@@ -254,25 +260,27 @@ impl Proxy {
     /// `fields`: the agent's fields as read, when `request` has no map (`handle` passes them
     /// only for a body known whole to an `http://` upstream, which is what takes them here);
     /// the answer's fields are then kept as read too, into `answer_fields`.
-    async fn send(
-        &self,
+    fn send<'a>(
+        &'a self,
         mut request: Request<RequestBody>,
-        fields: Option<&HeadFields>,
-        hop: &forward::Hop,
-        answer_fields: &mut Option<HeadFields>,
-    ) -> Result<Response<FromUpstream>, SendError> {
+        fields: Option<&'a HeadFields>,
+        hop: &'a forward::Hop,
+        answer_fields: &'a mut Option<HeadFields>,
+    ) -> Sending<'a, impl Future<Output = Result<H1Answer, SendError>> + Send + 'a> {
         // strata's own connections take a body known whole (the replay buffer's, or none).
         if let Some(conns) = &self.h1
             && let Some(body) = request.body().whole()
         {
             let (parts, _whole) = request.into_parts();
-            let (response, fields) = conns.send(parts, fields, body, hop).await?;
-            *answer_fields = fields;
-            return Ok(response.map(FromUpstream::H1));
+            return Sending::Own {
+                sending: conns.send(parts, fields, body, hop),
+                answer_fields,
+            };
         }
         hop.apply(request.headers_mut());
-        let response = self.client.request(request).await?;
-        Ok(response.map(FromUpstream::Pooled))
+        Sending::Pooled {
+            sending: self.client.request(request),
+        }
     }
 
     /// How much of a POST body strata's own agent connection (`agent_h1.rs`) may read before

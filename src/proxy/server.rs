@@ -153,7 +153,7 @@ pub async fn serve(
                 let service = service_fn(move |req| {
                     first.store(true, Ordering::Relaxed);
                     // Boxed per request: hyper keeps room for the service's future for the
-                    // connection's life (h1's `in_flight`), and `handle`'s is ~4.5 KB that an
+                    // connection's life (h1's `in_flight`), and `handle`'s is ~3.2 KB that an
                     // SSE stream would keep for hours after its head went out. Boxed, that
                     // room is a pointer and the future is freed once the head is out.
                     let req = req.map(FromAgent::Hyper);

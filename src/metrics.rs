@@ -57,7 +57,7 @@ pub struct MetricsError(#[from] prometheus::Error);
 
 /// Holds a gauge one higher for as long as it lives. Not `Clone`: each guard decrements once.
 #[must_use = "the gauge is decremented as soon as the guard is dropped"]
-pub struct GaugeGuard(IntGauge);
+pub struct GaugeGuard(IntGauge, i64);
 
 /// A counter family whose label arity is part of its type, so a lookup with the wrong number
 /// of values does not compile (`with_label_values` would panic on a mismatch).
@@ -198,9 +198,9 @@ impl Metrics {
         self.calls.with_handles(method, tool, f)
     }
 
-    /// Counts a call as in flight until the guard drops.
-    pub fn inflight_guard(&self) -> GaugeGuard {
-        GaugeGuard::new(&self.inflight)
+    /// Counts `calls` calls (an exchange's) as in flight until the guard drops.
+    pub fn inflight_guard(&self, calls: usize) -> GaugeGuard {
+        GaugeGuard::by(&self.inflight, i64::try_from(calls).unwrap_or(i64::MAX))
     }
 
     /// Counts an SSE response stream as open until the guard drops.
@@ -286,14 +286,18 @@ fn gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, MetricsError>
 
 impl GaugeGuard {
     fn new(gauge: &IntGauge) -> Self {
-        gauge.inc();
-        GaugeGuard(gauge.clone())
+        Self::by(gauge, 1)
+    }
+
+    fn by(gauge: &IntGauge, n: i64) -> Self {
+        gauge.add(n);
+        GaugeGuard(gauge.clone(), n)
     }
 }
 
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
-        self.0.dec();
+        self.0.sub(self.1);
     }
 }
 

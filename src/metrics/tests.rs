@@ -49,7 +49,7 @@ fn exercise(m: &Metrics) {
     call.record(Outcome::ToolSuccess, Duration::from_millis(30));
     call.retry(RetryReason::Http503);
     call.suppressed(SuppressReason::NotIdempotent);
-    let _inflight = m.inflight_guard();
+    let _inflight = m.inflight_guard(1);
     let _sse = m.sse_stream_guard();
     let _pending = m.pending_resumable_guard();
     m.upstream_connect_error();
@@ -226,13 +226,13 @@ fn retries_and_suppressions_count_by_reason() {
 #[test]
 fn gauge_guards_decrement_on_drop() {
     let m = metrics();
-    let a = m.inflight_guard();
-    let b = m.inflight_guard();
+    let a = m.inflight_guard(1);
+    let b = m.inflight_guard(3);
     let s = m.sse_stream_guard();
-    assert_eq!(m.inflight.get(), 2);
+    assert_eq!(m.inflight.get(), 4);
     assert_eq!(m.sse_streams_open.get(), 1);
     drop(a);
-    assert_eq!(m.inflight.get(), 1);
+    assert_eq!(m.inflight.get(), 3);
     drop((b, s));
     assert_eq!((m.inflight.get(), m.sse_streams_open.get()), (0, 0));
 }

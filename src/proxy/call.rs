@@ -56,8 +56,9 @@ pub struct CallTracker {
     client: Option<Arc<str>>,
     protocol_version: Option<Box<str>>,
     status: Option<u16>,
-    content_type: Option<Box<str>>,
-    _inflight: Vec<GaugeGuard>,
+    content_type: Option<Cow<'static, str>>,
+    /// The exchange's calls, counted in flight until the tracker drops.
+    _inflight: GaugeGuard,
     sse_stream: Option<GaugeGuard>,
     /// An idempotency-key claim and the answer being recorded for it. Boxed: only calls
     /// with a key have one, and inline it was 200 of the tracker's 624 bytes, which the
@@ -78,9 +79,7 @@ impl CallTracker {
         session: Option<Arc<str>>,
         protocol_version: Option<Box<str>>,
     ) -> Self {
-        let inflight = (0..meta.len())
-            .map(|_| ctx.metrics.inflight_guard())
-            .collect();
+        let inflight = ctx.metrics.inflight_guard(meta.len());
         let client = session.as_deref().and_then(|s| ctx.clients.get(s));
         if ctx.annotations.is_some()
             && exchange
@@ -146,9 +145,7 @@ impl CallTracker {
     pub fn response_head(&mut self, status: u16, content_type: Option<&[u8]>) {
         let kind = ContentKind::from_header(content_type);
         self.status = Some(status);
-        self.content_type = content_type
-            .and_then(|c| std::str::from_utf8(c).ok())
-            .map(Box::from);
+        self.content_type = content_type.and_then(content_type_text);
         if kind == ContentKind::Sse && (200..300).contains(&status) {
             self.sse_stream = Some(self.ctx.metrics.sse_stream_guard());
         }
@@ -386,5 +383,44 @@ fn id_text(request: &Request) -> Cow<'_, str> {
             Cow::Owned(quoted)
         }
         _ => text,
+    }
+}
+
+/// A `Content-Type` value as the call record logs it: the usual MCP ones without an
+/// allocation, another copied (`None` when it is not UTF-8).
+fn content_type_text(value: &[u8]) -> Option<Cow<'static, str>> {
+    const USUAL: [&str; 3] = [
+        "application/json",
+        "text/event-stream",
+        "application/json; charset=utf-8",
+    ];
+    if let Some(usual) = USUAL
+        .iter()
+        .copied()
+        .find(|usual| usual.as_bytes() == value)
+    {
+        return Some(Cow::Borrowed(usual));
+    }
+    std::str::from_utf8(value)
+        .ok()
+        .map(|text| Cow::Owned(text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types_are_logged_as_sent() {
+        for usual in ["application/json", "text/event-stream"] {
+            let text = content_type_text(usual.as_bytes());
+            assert!(
+                matches!(text, Some(Cow::Borrowed(t)) if t == usual),
+                "{usual}"
+            );
+        }
+        let other = content_type_text(b"application/json;charset=UTF-8");
+        assert_eq!(other.as_deref(), Some("application/json;charset=UTF-8"));
+        assert_eq!(content_type_text(b"text/\xff"), None);
     }
 }

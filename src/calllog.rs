@@ -41,8 +41,8 @@ pub struct CallRecord<'a> {
     pub jsonrpc_id: Cow<'a, str>,
     /// Upstream attempts made by strata (1 when there was no retry).
     pub attempts: u32,
-    /// Final HTTP status of each attempt, in order.
-    pub http_statuses: Vec<u16>,
+    /// Final HTTP status of each attempt, in order (borrowed for the usual single attempt).
+    pub http_statuses: Cow<'a, [u16]>,
     /// The final response's `Content-Type`.
     pub content_type: Option<Cow<'a, str>>,
     /// SSE events seen on the response stream (0 for a JSON response).
@@ -108,7 +108,7 @@ impl<'a> CallRecord<'a> {
             tool: None,
             jsonrpc_id: jsonrpc_id.into(),
             attempts: 1,
-            http_statuses: Vec::new(),
+            http_statuses: Cow::Borrowed(&[]),
             content_type: None,
             sse_events: 0,
             error_code: None,

@@ -15,7 +15,7 @@ fn tool_call() -> CallRecord<'static> {
     r.client = Some("claude-code@1.2.3".into());
     r.protocol_version = Some("2025-11-25".into());
     r.tool = Some("echo".into());
-    r.http_statuses = vec![503, 200];
+    r.http_statuses = vec![503, 200].into();
     r.attempts = 2;
     r.retry_origin = RetryOrigin::Proxy;
     r.content_type = Some("text/event-stream".into());
@@ -138,7 +138,7 @@ fn the_direct_line_is_the_events_line() {
     let mut failed = tool_call();
     failed.set_error(-32_602, "bad \"args\"\n\tline two\u{1}", true);
     failed.result_type = Some("input_required".into());
-    failed.http_statuses.clear();
+    failed.http_statuses = Cow::Borrowed(&[]);
     for record in [tool_call(), bare, failed] {
         let (guard, logs) = capture_json();
         record.emit();

@@ -64,8 +64,8 @@ pub struct CallTracker {
     /// with a key have one, and inline it was 200 of the tracker's 624 bytes, which the
     /// response body carries (and hyper keeps room for) for an SSE stream's life.
     idempotency: Option<Box<(Ticket, Recording)>>,
-    /// The request body and target, to remember a failed call by.
-    body: Option<(bytes::Bytes, Box<str>)>,
+    /// The request's target and body, to remember a failed call by.
+    body: Option<SentAs>,
     done: bool,
 }
 
@@ -124,16 +124,10 @@ impl CallTracker {
         }
     }
 
-    /// Keeps the (replay-buffered) request body, so a failure can be told from the agent's
-    /// retry of it.
-    ///
-    /// Kept as a copy: the body is usually a slice of hyper's read buffer for the agent's
-    /// connection. hyper has taken a new buffer for its next read by then (the request's
-    /// bytes held the first), and a slice kept for the call's life (an SSE stream: hours)
-    /// would keep the first, 8 KiB, alive beside it (`bench/README.md`, memory per open
-    /// stream).
-    pub fn remember_body(&mut self, body: &[u8], target: Box<str>) {
-        self.body = Some((bytes::Bytes::copy_from_slice(body), target));
+    /// Keeps the (replay-buffered) request's target and body, so a failure can be told from
+    /// the agent's retry of it.
+    pub(super) fn remember_body(&mut self, sent: SentAs) {
+        self.body = Some(sent);
     }
 
     /// Records the answer for an idempotency-key claim as it streams to the agent.
@@ -243,13 +237,13 @@ impl CallTracker {
             verdict.outcome,
             Outcome::Success | Outcome::ToolSuccess | Outcome::InputRequired
         );
-        if failed && let Some((body, target)) = &self.body {
+        if failed && let Some(sent) = &self.body {
             self.ctx.recent.failed(
                 self.session.as_deref(),
                 &request.method.text_lossy(),
                 &request.tool.text_lossy(),
-                target,
-                body,
+                sent.target(),
+                sent.body(),
             );
         }
         if let Some(annotations) = &self.ctx.annotations
@@ -263,8 +257,14 @@ impl CallTracker {
         let Some(meta) = self.meta.get(i) else {
             return;
         };
-        let mut statuses = meta.statuses.clone();
-        statuses.extend(self.status);
+        // The usual call made one attempt: its status alone, borrowed.
+        let statuses = if meta.statuses.is_empty() {
+            Cow::Borrowed(self.status.as_slice())
+        } else {
+            let mut all = meta.statuses.clone();
+            all.extend(self.status);
+            Cow::Owned(all)
+        };
         let facts = Facts {
             session: self.session.as_deref(),
             client: self.client.as_deref(),
@@ -315,7 +315,7 @@ pub(super) struct Facts<'a> {
     pub client: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
     pub content_type: Option<&'a str>,
-    pub statuses: Vec<u16>,
+    pub statuses: Cow<'a, [u16]>,
     pub sse_events: u32,
     pub attempts: u32,
     pub client_retry: bool,
@@ -386,6 +386,39 @@ fn id_text(request: &Request) -> Cow<'_, str> {
     }
 }
 
+/// A request's target and body, kept to remember the call by should it fail
+/// ([`RecentFailures`](super::origin::RecentFailures)), in one allocation.
+///
+/// A copy: the body is usually a slice of the agent connection's read buffer, and a slice
+/// kept for the call's life (an SSE stream: hours) would keep that buffer, 8 KiB or more,
+/// alive beside the one the connection reads into next (`bench/README.md`, memory per open
+/// stream).
+pub(super) struct SentAs {
+    text: Box<[u8]>,
+    target_len: usize,
+}
+
+impl SentAs {
+    pub(super) fn new(target: &str, body: &[u8]) -> Self {
+        let mut text = Vec::with_capacity(target.len() + body.len());
+        text.extend_from_slice(target.as_bytes());
+        text.extend_from_slice(body);
+        SentAs {
+            text: text.into_boxed_slice(),
+            target_len: target.len(),
+        }
+    }
+
+    fn target(&self) -> &str {
+        // Written from a `&str` (`new`).
+        std::str::from_utf8(&self.text[..self.target_len]).unwrap_or_default()
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.text[self.target_len..]
+    }
+}
+
 /// A `Content-Type` value as the call record logs it: the usual MCP ones without an
 /// allocation, another copied (`None` when it is not UTF-8).
 fn content_type_text(value: &[u8]) -> Option<Cow<'static, str>> {
@@ -422,5 +455,16 @@ mod tests {
         let other = content_type_text(b"application/json;charset=UTF-8");
         assert_eq!(other.as_deref(), Some("application/json;charset=UTF-8"));
         assert_eq!(content_type_text(b"text/\xff"), None);
+    }
+
+    #[test]
+    fn a_call_is_remembered_by_its_target_and_body() {
+        let sent = SentAs::new("/mcp?x=é", br#"{"id":1}"#);
+        assert_eq!(
+            (sent.target(), sent.body()),
+            ("/mcp?x=é", &br#"{"id":1}"#[..])
+        );
+        let bare = SentAs::new("/", b"");
+        assert_eq!((bare.target(), bare.body()), ("/", &b""[..]));
     }
 }

@@ -42,6 +42,7 @@ use crate::metrics::{HttpMethod, Limit, Metrics};
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
 };
+use call::SentAs;
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
@@ -516,7 +517,7 @@ impl Proxy {
         }
         if let Some(body) = &replay {
             let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-            waiting.body = Some((body.clone(), target.into()));
+            waiting.body = Some(SentAs::new(target, body));
         }
         // A retry can only happen for an idempotent call whose body is in the replay buffer;
         // only then is the head kept for re-sending.

@@ -160,7 +160,7 @@ pub(super) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
         client: client.as_deref(),
         protocol_version: parked.protocol_version.as_deref(),
         content_type: parked.content_type.as_deref(),
-        statuses: parked.meta.statuses.clone(),
+        statuses: std::borrow::Cow::Borrowed(&parked.meta.statuses),
         sse_events: parked.meta.sse_events,
         attempts: parked.meta.attempts,
         client_retry: parked.meta.client_retry,

@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::time::Instant;
 
 use crate::classify::exchange::Exchange;
 use crate::metrics::{CallHandles, Limit, Metrics};
 
 use super::attempt::RetryPlan;
-use super::call::{CallMeta, CallTracker};
+use super::call::{CallMeta, CallTracker, SentAs};
 use super::inspect::Inspection;
 use super::{Proxy, resume};
 
@@ -29,8 +28,8 @@ pub(super) struct Waiting<'a> {
     pub(super) statuses: Vec<u16>,
     /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
     pub(super) client_retry: bool,
-    /// The request body (from the replay buffer) and target, to remember a failure by.
-    pub(super) body: Option<(Bytes, Box<str>)>,
+    /// The request's target and body (from the replay buffer), to remember a failure by.
+    pub(super) body: Option<SentAs>,
 }
 
 impl Waiting<'_> {
@@ -105,8 +104,8 @@ impl Waiting<'_> {
                 self.session.clone(),
                 self.protocol_version.take(),
             ));
-            if let Some((body, target)) = self.body.take() {
-                tracker.remember_body(&body, target);
+            if let Some(sent) = self.body.take() {
+                tracker.remember_body(sent);
             }
             return Some(tracker);
         }

@@ -276,6 +276,14 @@ impl JsonScanner {
         scanner
     }
 
+    /// [`Self::new`], boxed: built in place on the heap.
+    pub fn boxed_for_requests() -> Box<Self> {
+        let mut scanner = Box::new(Self::FRESH);
+        scanner.wide = Wide::detect();
+        scanner.envelope.request_only = Some(Box::default());
+        scanner
+    }
+
     /// [`Self::for_responses`], boxed: built in place on the heap.
     pub fn boxed_for_responses() -> Box<Self> {
         let mut scanner = Box::new(Self::FRESH_RESPONSES);

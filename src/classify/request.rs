@@ -11,6 +11,7 @@
 use super::capture::Envelope;
 use super::envelope::Request;
 use super::json::{JsonScanner, MessageSink};
+use super::spare;
 
 /// Most requests of one batch (2025-03-26) that get a classification.
 pub const MAX_BATCH_REQUESTS: usize = 256;
@@ -50,15 +51,30 @@ impl MessageSink for Collect<'_> {
 /// Push-fed request inspector.
 #[derive(Default)]
 pub struct RequestInspector {
-    scanner: JsonScanner,
+    /// The thread's spare request scanner, taken at the first byte and handed back when the
+    /// inspector drops (`spare.rs`): a fresh one was a 944-byte copy and an allocation per
+    /// request.
+    scanner: Option<Box<JsonScanner>>,
     found: Inspected,
     read: usize,
     cut: bool,
 }
 
+impl Drop for RequestInspector {
+    fn drop(&mut self) {
+        if let Some(scanner) = self.scanner.take() {
+            spare::keep_request(scanner);
+        }
+    }
+}
+
 impl RequestInspector {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn scanner(&mut self) -> &mut JsonScanner {
+        self.scanner.get_or_insert_with(spare::request_scanner)
     }
 
     /// Feeds body bytes, reading at most `cap` bytes in all. Returns true when this chunk
@@ -74,7 +90,10 @@ impl RequestInspector {
         }
         let take = &chunk[..chunk.len().min(room)];
         self.read += take.len();
-        self.scanner.feed(take, &mut Collect(&mut self.found));
+        let found = &mut self.found;
+        self.scanner
+            .get_or_insert_with(spare::request_scanner)
+            .feed(take, &mut Collect(found));
         newly_cut
     }
 
@@ -87,20 +106,88 @@ impl RequestInspector {
 
     /// The body ended (or the inspector stops reading).
     pub fn finish(mut self) -> Inspected {
-        let verdict = self.scanner.finish(&mut Collect(&mut self.found));
-        self.found.batch = self.scanner.is_batch();
-        self.found.valid = verdict.is_ok();
-        if self.cut && self.found.requests.is_empty() && self.scanner.failed().is_none() {
+        let mut found = std::mem::take(&mut self.found);
+        let cut = self.cut;
+        let scanner = self.scanner();
+        let verdict = scanner.finish(&mut Collect(&mut found));
+        found.batch = scanner.is_batch();
+        found.valid = verdict.is_ok();
+        if cut && found.requests.is_empty() && scanner.failed().is_none() {
             // Cut short: a lone request whose method and id were already read still counts.
-            if let Some(request) = Request::from_envelope(self.scanner.current()) {
-                self.found.requests.push(request);
-                self.found.valid = true;
+            if let Some(request) = Request::from_envelope(scanner.current()) {
+                found.requests.push(request);
+                found.valid = true;
             }
         }
-        if !self.cut && !self.found.valid {
+        if !cut && !found.valid {
             // Not JSON: nothing the upstream can answer by id; forwarded, not classified.
-            self.found.requests.clear();
+            found.requests.clear();
         }
-        self.found
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inspect(body: &[u8], cap: usize) -> Inspected {
+        let mut inspector = RequestInspector::new();
+        inspector.feed(body, cap);
+        inspector.finish()
+    }
+
+    fn summary(found: &Inspected) -> (Vec<(String, String, String)>, bool, bool) {
+        let calls = found
+            .requests
+            .iter()
+            .map(|r| {
+                (
+                    r.id.text_lossy().into_owned(),
+                    r.method.text_lossy().into_owned(),
+                    r.tool.text_lossy().into_owned(),
+                )
+            })
+            .collect();
+        (calls, found.batch, found.valid)
+    }
+
+    /// The thread's spare scanner, left in any state by the body before (malformed, cut at
+    /// the cap, a batch, an initialize with client fields), reads the next body as a fresh
+    /// one would.
+    #[test]
+    fn a_reused_scanner_reads_as_a_fresh_one() {
+        let bodies: [(&[u8], usize); 6] = [
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a""#, 1 << 20),
+            (br#"[{"jsonrpc":"2.0","id":"x","method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]"#, 1 << 20),
+            (br#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"c","version":"1"}}}"#, 1 << 20),
+            (br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cut","arguments":{"q":"xxxxxxxx"}}}"#, 60),
+            (b"not json {", 1 << 20),
+            (br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"b"}}"#, 1 << 20),
+        ];
+        let fresh: Vec<_> = bodies
+            .iter()
+            .map(|&(body, cap)| {
+                // A scanner of its own each time: the spare is taken out and not handed back.
+                let taken = spare::request_scanner();
+                drop(taken);
+                summary(&inspect(body, cap))
+            })
+            .collect();
+        for round in 0..2 {
+            for (i, &(body, cap)) in bodies.iter().enumerate() {
+                assert_eq!(
+                    summary(&inspect(body, cap)),
+                    fresh[i],
+                    "round {round}, body {i}"
+                );
+            }
+        }
+        assert_eq!(
+            fresh[5].0,
+            vec![("5".into(), "tools/call".into(), "b".into())]
+        );
+        assert!(fresh[1].1 && fresh[1].0.len() == 2);
+        assert!(!fresh[4].2);
     }
 }

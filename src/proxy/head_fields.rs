@@ -132,6 +132,11 @@ impl HeadFields {
         HeadFields::new(Bytes::from_static(lines), fields)
     }
 
+    /// The length of the head the fields were read from: room enough to write them again.
+    pub(crate) fn head_len(&self) -> usize {
+        self.head.len()
+    }
+
     /// `Host` as `forward::set_host` would set it: the upstream's authority when `rewrite`,
     /// else the agent's own, or `fallback` when it sent none.
     pub(crate) fn set_host(&mut self, rewrite: bool, fallback: &str) {

@@ -41,22 +41,23 @@ impl Budget {
         }
     }
 
-    fn window(&self) -> std::sync::MutexGuard<'_, Window> {
+    fn window(&self, now: Instant) -> std::sync::MutexGuard<'_, Window> {
         let mut w = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        w.advance(Instant::now());
+        w.advance(now);
         w
     }
 
-    /// A call was made (its first attempt).
-    pub fn deposit(&self) {
-        let mut w = self.window();
+    /// A call was made (its first attempt) at `now` (the caller's clock reading: one fewer
+    /// per call).
+    pub fn deposit(&self, now: Instant) {
+        let mut w = self.window(now);
         let i = w.slot();
         w.calls[i] += 1;
     }
 
     /// Takes one retry from the budget; false when it is spent.
     pub fn withdraw(&self) -> bool {
-        let mut w = self.window();
+        let mut w = self.window(Instant::now());
         let seconds = w.calls.len() as f64;
         let calls: u64 = w.calls.iter().sum();
         let retries: u64 = w.retries.iter().sum();
@@ -117,7 +118,7 @@ mod tests {
     async fn ratio_of_calls() {
         let b = budget(0.2, 0);
         for _ in 0..50 {
-            b.deposit();
+            b.deposit(Instant::now());
         }
         let granted = (0..100).filter(|_| b.withdraw()).count();
         assert_eq!(granted, 10);

@@ -146,9 +146,10 @@ impl Policy {
         )
     }
 
-    /// A call's first attempt goes out: it earns the budget its share.
-    pub fn deposit(&self) {
-        self.budget.deposit();
+    /// A call's first attempt goes out (the call arrived at `now`): it earns the budget its
+    /// share.
+    pub fn deposit(&self, now: tokio::time::Instant) {
+        self.budget.deposit(now);
     }
 
     /// Decides after a failed attempt. Checks in the order that names the most useful reason.

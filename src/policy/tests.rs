@@ -17,7 +17,7 @@ fn attempt(made: u32) -> Attempt<'static> {
 #[tokio::test(start_paused = true)]
 async fn retries_named_failures_only() {
     let p = policy();
-    p.deposit();
+    p.deposit(tokio::time::Instant::now());
     let status = |s: u16| Failure::Status(StatusCode::from_u16(s).unwrap());
     assert!(matches!(
         p.next(status(503), &attempt(1)),
@@ -69,7 +69,7 @@ async fn suppression_reasons() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured_up_to_the_cap() {
     let p = policy();
-    p.deposit();
+    p.deposit(tokio::time::Instant::now());
     let a = Attempt {
         retry_after: Some(b"1"),
         ..attempt(1)
@@ -99,7 +99,7 @@ async fn budget_bounds_retries() {
     config.retry.budget.ratio = 0.5;
     let p = Policy::new(&config, Default::default());
     for _ in 0..10 {
-        p.deposit();
+        p.deposit(tokio::time::Instant::now());
     }
     let granted = (0..10)
         .filter(|_| {

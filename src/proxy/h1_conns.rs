@@ -180,13 +180,15 @@ impl H1Conns {
     ///
     /// The head is written before the future is made, so the future holds the written head
     /// and the method, not the request's parts (an `async fn` would hold them twice, as its
-    /// argument and as its local: ~450 bytes of every call's future).
+    /// argument and as its local: ~450 bytes of every call's future). `now`: the attempt's
+    /// start (the caller's clock reading).
     pub(crate) fn send(
         self: &Arc<Self>,
         parts: http::request::Parts,
         fields: Option<&HeadFields>,
         body: Bytes,
         hop: &Hop,
+        now: Instant,
     ) -> impl Future<Output = Result<(Response<ResponseBody>, Option<HeadFields>), SendError>>
     + Send
     + use<'_> {
@@ -208,7 +210,7 @@ impl H1Conns {
         let method = parts.method;
         async move {
             loop {
-                let (mut conn, reused) = match self.checkout().await {
+                let (mut conn, reused) = match self.checkout(now).await {
                     Some(conn) => (conn, true),
                     None => (self.connect().await?, false),
                 };
@@ -238,11 +240,12 @@ impl H1Conns {
     }
 
     /// The most recently used idle connection still open, if any.
-    async fn checkout(&self) -> Option<Box<Conn>> {
+    /// `now`: the attempt's start, for the idle limit.
+    async fn checkout(&self, now: Instant) -> Option<Box<Conn>> {
         loop {
             let mut idle = {
                 let mut list = self.lock();
-                let expired = self.expired(&mut list, Instant::now());
+                let expired = self.expired(&mut list, now);
                 let idle = list.pop_back();
                 drop(list);
                 // Closed outside the lock.

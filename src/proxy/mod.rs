@@ -267,6 +267,7 @@ impl Proxy {
         fields: Option<&'a HeadFields>,
         hop: &'a forward::Hop,
         answer_fields: &'a mut Option<HeadFields>,
+        now: Instant,
     ) -> Sending<'a, impl Future<Output = Result<H1Answer, SendError>> + Send + 'a> {
         // strata's own connections take a body known whole (the replay buffer's, or none).
         if let Some(conns) = &self.h1
@@ -274,7 +275,7 @@ impl Proxy {
         {
             let (parts, _whole) = request.into_parts();
             return Sending::Own {
-                sending: conns.send(parts, fields, body, hop),
+                sending: conns.send(parts, fields, body, hop, now),
                 answer_fields,
             };
         }
@@ -341,6 +342,7 @@ impl Proxy {
             .metrics
             .http_request(HttpMethod::from_http(req.method()));
         let (mut parts, body) = req.into_parts();
+        let read_whole = matches!(body, FromAgent::Whole(_));
         let headers = match &fields {
             Some(fields) => Headers::Own(fields),
             None => Headers::Map(&parts.headers),
@@ -501,7 +503,7 @@ impl Proxy {
             BodyKind::Other => RetryPlan::default(),
         };
         if plan.applies {
-            self.policy.deposit();
+            self.policy.deposit(started);
         }
         // The agent's own retry of a call that just failed? (Checked only for one request.)
         if let Some(body) = &replay {
@@ -534,10 +536,17 @@ impl Proxy {
             };
             // This attempt's answer only (one that fails before a head leaves none).
             upstream_fields = None;
+            // A body strata's own connection read whole goes out as the call starts: its
+            // first attempt counts from `started` (a clock read fewer per call).
+            let now = if waiting.attempts == 1 && read_whole {
+                started
+            } else {
+                Instant::now()
+            };
             let sent = head_timer
                 .within(
-                    Instant::now() + self.response_head_timeout,
-                    self.send(request, fields.as_ref(), &hop, &mut upstream_fields),
+                    now + self.response_head_timeout,
+                    self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now),
                 )
                 .await;
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);

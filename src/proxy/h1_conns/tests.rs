@@ -4,6 +4,7 @@ use http::uri::Authority;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::H1Conns;
 
@@ -47,6 +48,6 @@ async fn a_connection_within_the_limit_is_kept_and_taken() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(conns.idle_count(), 1);
     assert!(closed.try_recv().is_err());
-    assert!(conns.checkout().await.is_some());
+    assert!(conns.checkout(Instant::now()).await.is_some());
     assert_eq!(conns.idle_count(), 0);
 }

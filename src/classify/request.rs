@@ -73,8 +73,9 @@ impl RequestInspector {
         Self::default()
     }
 
-    fn scanner(&mut self) -> &mut JsonScanner {
-        self.scanner.get_or_insert_with(spare::request_scanner)
+    /// The inspector's scanner (`slot`, its field), taken from the thread's spare at first use.
+    fn scanner(slot: &mut Option<Box<JsonScanner>>) -> &mut JsonScanner {
+        slot.get_or_insert_with(spare::request_scanner)
     }
 
     /// Feeds body bytes, reading at most `cap` bytes in all. Returns true when this chunk
@@ -90,10 +91,7 @@ impl RequestInspector {
         }
         let take = &chunk[..chunk.len().min(room)];
         self.read += take.len();
-        let found = &mut self.found;
-        self.scanner
-            .get_or_insert_with(spare::request_scanner)
-            .feed(take, &mut Collect(found));
+        Self::scanner(&mut self.scanner).feed(take, &mut Collect(&mut self.found));
         newly_cut
     }
 
@@ -107,19 +105,18 @@ impl RequestInspector {
     /// The body ended (or the inspector stops reading).
     pub fn finish(mut self) -> Inspected {
         let mut found = std::mem::take(&mut self.found);
-        let cut = self.cut;
-        let scanner = self.scanner();
+        let scanner = Self::scanner(&mut self.scanner);
         let verdict = scanner.finish(&mut Collect(&mut found));
         found.batch = scanner.is_batch();
         found.valid = verdict.is_ok();
-        if cut && found.requests.is_empty() && scanner.failed().is_none() {
+        if self.cut && found.requests.is_empty() && scanner.failed().is_none() {
             // Cut short: a lone request whose method and id were already read still counts.
             if let Some(request) = Request::from_envelope(scanner.current()) {
                 found.requests.push(request);
                 found.valid = true;
             }
         }
-        if !cut && !found.valid {
+        if !self.cut && !found.valid {
             // Not JSON: nothing the upstream can answer by id; forwarded, not classified.
             found.requests.clear();
         }

@@ -48,16 +48,12 @@ pub use client::{ClientError, UpstreamClient};
 pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, ResponseBody, SendError};
-use sending::Sending;
-
-/// What strata's own upstream connection gives back: the response, and its fields when kept
-/// as read.
-type H1Answer = (Response<ResponseBody>, Option<HeadFields>);
 use head_fields::{HeadFields, Headers};
 pub(crate) use head_timer::HeadTimer;
 pub use keepalive::KeepAlive;
 use known_names::Known;
 pub use resume::ResumeRegistry;
+use sending::Sending;
 
 use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
@@ -92,6 +88,10 @@ pub(crate) struct AnswerFields {
     /// Upstream attempts (`strata-attempts` is written above 1).
     pub attempts: u32,
 }
+
+/// What strata's own upstream connection gives back: the response, and its fields when kept
+/// as read.
+type H1Answer = (Response<ResponseBody>, Option<HeadFields>);
 
 /// The response body strata hands to hyper. The call tracker is boxed: the response moves
 /// half a dozen times between the upstream's head and the agent's connection, ~650 bytes
@@ -260,7 +260,8 @@ impl Proxy {
     ///
     /// `fields`: the agent's fields as read, when `request` has no map (`handle` passes them
     /// only for a body known whole to an `http://` upstream, which is what takes them here);
-    /// the answer's fields are then kept as read too, into `answer_fields`.
+    /// the answer's fields are then kept as read too, into `answer_fields`. `now`: the
+    /// attempt's start.
     fn send<'a>(
         &'a self,
         mut request: Request<RequestBody>,
@@ -506,6 +507,7 @@ impl Proxy {
             self.policy.deposit(started);
         }
         // The agent's own retry of a call that just failed? (Checked only for one request.)
+        // Either way the call is remembered by its target and body, should it fail.
         if let Some(body) = &replay {
             let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
             let session = waiting.session.as_deref();
@@ -516,9 +518,6 @@ impl Proxy {
             {
                 waiting.client_retry = true;
             }
-        }
-        if let Some(body) = &replay {
-            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
             waiting.body = Some(SentAs::new(target, body));
         }
         // A retry can only happen for an idempotent call whose body is in the replay buffer;

@@ -220,8 +220,10 @@ impl H1Conns {
         wire::encode_request(&mut head, &parts.method, target, fields, hop, body.len());
         let method = parts.method;
         async move {
+            // This thread's idle list: the connection comes from it, and goes back to it.
+            let here = self.here();
             loop {
-                let (mut conn, reused) = match self.checkout(now).await {
+                let (mut conn, reused) = match here.checkout(now).await {
                     Some(conn) => (conn, true),
                     None => (self.connect().await?, false),
                 };
@@ -238,7 +240,7 @@ impl H1Conns {
                     conn: Some(conn),
                     decoder: head.framing.decoder(),
                     keep_alive: head.keep_alive,
-                    home: self.here().clone(),
+                    home: here.clone(),
                 };
                 // No body (204, HEAD, `Content-Length: 0`): the connection serves the next
                 // call now.
@@ -246,26 +248,6 @@ impl H1Conns {
                     body.finish();
                 }
                 return Ok((head.response.map(|()| body), head.fields));
-            }
-        }
-    }
-
-    /// The most recently used idle connection still open, if any.
-    /// `now`: the attempt's start, for the idle limit.
-    async fn checkout(&self, now: Instant) -> Option<Box<Conn>> {
-        loop {
-            let mut idle = {
-                let here = self.here();
-                let mut list = here.lock();
-                let expired = here.expired(&mut list, now);
-                let idle = list.pop_back();
-                drop(list);
-                // Closed outside the lock.
-                drop(expired);
-                idle?
-            };
-            if poll_fn(|cx| Poll::Ready(idle.is_open(cx))).await {
-                return Some(idle);
             }
         }
     }
@@ -328,6 +310,25 @@ impl H1Conns {
 // === impl IdleList ===
 
 impl IdleList {
+    /// The most recently used idle connection still open, if any. `now`: the attempt's
+    /// start, for the idle limit.
+    async fn checkout(&self, now: Instant) -> Option<Box<Conn>> {
+        loop {
+            let mut idle = {
+                let mut list = self.lock();
+                let expired = self.expired(&mut list, now);
+                let idle = list.pop_back();
+                drop(list);
+                // Closed outside the lock.
+                drop(expired);
+                idle?
+            };
+            if poll_fn(|cx| Poll::Ready(idle.is_open(cx))).await {
+                return Some(idle);
+            }
+        }
+    }
+
     /// Keeps a connection whose response ended whole, for the next call.
     fn checkin(&self, mut conn: Box<Conn>) {
         let now = Instant::now();

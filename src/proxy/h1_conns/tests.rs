@@ -48,6 +48,6 @@ async fn a_connection_within_the_limit_is_kept_and_taken() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(conns.idle_count(), 1);
     assert!(closed.try_recv().is_err());
-    assert!(conns.checkout(Instant::now()).await.is_some());
+    assert!(conns.here().checkout(Instant::now()).await.is_some());
     assert_eq!(conns.idle_count(), 0);
 }

@@ -1,0 +1,124 @@
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use super::*;
+
+/// What a sink was shown, in order.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<String>>>);
+
+impl Seen {
+    fn now(&self) -> Vec<String> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl BodySink for Seen {
+    fn on_data(&mut self, chunk: &[u8]) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(String::from_utf8_lossy(chunk).into_owned());
+        }
+    }
+
+    fn on_end(&mut self, end: BodyEnd) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(format!("{end:?}"));
+        }
+    }
+}
+
+/// A body of the given frames, ended once they are all out; `Err` entries fail it.
+struct Frames(VecDeque<Result<&'static str, &'static str>>);
+
+impl Body for Frames {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Poll::Ready(self.0.pop_front().map(|f| match f {
+            Ok(data) => Ok(Frame::data(Bytes::from_static(data.as_bytes()))),
+            Err(why) => Err(why.into()),
+        }))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn frames(list: &[Result<&'static str, &'static str>]) -> Frames {
+    Frames(list.iter().copied().collect())
+}
+
+fn poll<B: Body + Unpin>(body: &mut B) -> Option<bool> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(body).poll_frame(&mut cx) {
+        Poll::Ready(Some(frame)) => Some(frame.is_ok()),
+        Poll::Ready(None) => None,
+        Poll::Pending => Some(false),
+    }
+}
+
+#[test]
+fn a_request_body_is_shown_each_chunk_as_it_passes() {
+    let seen = Seen::default();
+    let mut body = ObservedBody::new(frames(&[Ok("a"), Ok("b")]), seen.clone());
+    assert_eq!(poll(&mut body), Some(true));
+    assert_eq!(seen.now(), ["a"]);
+    assert_eq!(poll(&mut body), Some(true));
+    assert_eq!(seen.now(), ["a", "b", "Complete"]);
+}
+
+#[test]
+fn an_answer_is_shown_each_chunk_once_it_has_gone_on() {
+    let seen = Seen::default();
+    let mut body = ObservedBody::after_forward(frames(&[Ok("a"), Ok("b")]), seen.clone());
+    assert_eq!(poll(&mut body), Some(true));
+    assert!(
+        seen.now().is_empty(),
+        "shown before it went on: {:?}",
+        seen.now()
+    );
+    // The next poll means the first frame was written.
+    assert_eq!(poll(&mut body), Some(true));
+    assert_eq!(seen.now(), ["a"]);
+    // The last frame ended the body (its length reached): reported with it as it drops.
+    drop(body);
+    assert_eq!(seen.now(), ["a", "b", "Complete"]);
+}
+
+#[test]
+fn an_answer_polled_past_its_end_reports_it_once() {
+    let seen = Seen::default();
+    let mut body = ObservedBody::after_forward(frames(&[Ok("a")]), seen.clone());
+    assert_eq!(poll(&mut body), Some(true));
+    assert_eq!(poll(&mut body), None);
+    assert_eq!(seen.now(), ["a", "Complete"]);
+    drop(body);
+    assert_eq!(seen.now(), ["a", "Complete"]);
+}
+
+#[test]
+fn an_answer_dropped_mid_body_shows_what_went_on_then_dropped() {
+    let seen = Seen::default();
+    let mut body = ObservedBody::after_forward(frames(&[Ok("a"), Ok("b")]), seen.clone());
+    assert_eq!(poll(&mut body), Some(true));
+    drop(body);
+    assert_eq!(seen.now(), ["a", "Dropped"]);
+}
+
+#[test]
+fn an_answer_that_fails_shows_what_came_before_the_error() {
+    let seen = Seen::default();
+    let mut body =
+        ObservedBody::after_forward(frames(&[Ok("a"), Err("reset"), Ok("b")]), seen.clone());
+    assert_eq!(poll(&mut body), Some(true));
+    assert_eq!(poll(&mut body), Some(false));
+    assert_eq!(seen.now(), ["a", "Error"]);
+    drop(body);
+    assert_eq!(seen.now(), ["a", "Error"]);
+}

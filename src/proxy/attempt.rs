@@ -35,8 +35,8 @@ pub(super) struct Template {
     headers: HeaderMap,
 }
 
-/// What the policy decided about a call before its first attempt.
-#[derive(Default)]
+/// What the policy decided about a call, as its first attempt went out.
+#[derive(Clone, Copy, Default)]
 pub(super) struct RetryPlan {
     /// The call is subject to the retry policy (a POST carrying requests, retries enabled).
     pub applies: bool,

@@ -409,12 +409,12 @@ impl SentAs {
         }
     }
 
-    fn target(&self) -> &str {
+    pub(super) fn target(&self) -> &str {
         // Written from a `&str` (`new`).
         std::str::from_utf8(&self.text[..self.target_len]).unwrap_or_default()
     }
 
-    fn body(&self) -> &[u8] {
+    pub(super) fn body(&self) -> &[u8] {
         &self.text[self.target_len..]
     }
 }

@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
+
 use crate::classify::request::{Inspected, RequestInspector};
 
 use super::body::{BodyEnd, BodySink};
@@ -18,8 +20,11 @@ struct State {
 
 /// What the handler knows of a POST body's requests.
 pub(super) enum Inspection {
-    /// Read whole before the exchange (the replay buffer's body): inspected then and there,
-    /// with nothing shared and no lock.
+    /// Read whole before the exchange (the replay buffer's body), not inspected yet: that
+    /// waits until the first attempt's request has gone out (`read`), so the upstream works
+    /// on the call while strata reads it. Asked before, it is inspected then.
+    Unread { body: Bytes, cap: usize },
+    /// A whole body, inspected, with nothing shared and no lock.
     Whole { found: Inspected, cut: bool },
     /// Streaming: shared between the request body (writer) and the handler (reader).
     Streaming(Shared),
@@ -37,8 +42,20 @@ pub struct InspectSink {
 // === impl Inspection ===
 
 impl Inspection {
+    /// A body read whole, to inspect (at most `cap` bytes of it) when first asked.
+    pub(super) fn unread(body: Bytes, cap: usize) -> Self {
+        Inspection::Unread { body, cap }
+    }
+
+    /// Inspects a body read whole, if that is still to do.
+    pub(super) fn read(&mut self) {
+        if let Inspection::Unread { body, cap } = self {
+            *self = Inspection::whole(body, *cap);
+        }
+    }
+
     /// A body read whole, inspected now (at most `cap` bytes of it).
-    pub(super) fn whole(body: &[u8], cap: usize) -> Self {
+    fn whole(body: &[u8], cap: usize) -> Self {
         let mut inspector = RequestInspector::new();
         let cut = inspector.feed(body, cap);
         Inspection::Whole {
@@ -64,6 +81,7 @@ impl Inspection {
     /// What is known now. A body still streaming is read as far as it got.
     pub(super) fn take(self) -> Inspected {
         match self {
+            Inspection::Unread { body, cap } => Inspection::whole(&body, cap).take(),
             Inspection::Whole { found, .. } => found,
             Inspection::Streaming(shared) => {
                 let mut state = shared.lock();
@@ -85,6 +103,7 @@ impl Inspection {
         f: impl FnOnce(&[crate::classify::envelope::Request]) -> T,
     ) -> T {
         match self {
+            Inspection::Unread { body, cap } => Inspection::whole(body, *cap).with_requests(f),
             Inspection::Whole { found, .. } => f(&found.requests),
             Inspection::Streaming(shared) => {
                 let state = shared.lock();
@@ -96,6 +115,7 @@ impl Inspection {
     /// True when the inspect cap stopped the inspector before the body's end.
     pub(super) fn was_cut(&self) -> bool {
         match self {
+            Inspection::Unread { body, cap } => Inspection::whole(body, *cap).was_cut(),
             Inspection::Whole { cut, .. } => *cut,
             Inspection::Streaming(shared) => shared.lock().cut,
         }

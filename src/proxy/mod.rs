@@ -27,8 +27,11 @@ mod waiting;
 pub mod workers;
 
 use std::convert::Infallible;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use http::header::HeaderName;
@@ -55,7 +58,7 @@ use known_names::Known;
 pub use resume::ResumeRegistry;
 use sending::Sending;
 
-use attempt::{BodyKind, RetryPlan, Template, add_attempts, attempt_failure};
+use attempt::{BodyKind, Template, add_attempts, attempt_failure};
 use inspect::{InspectSink, Inspection};
 use keys::{KeyClaim, replay_record};
 use local::LocalError;
@@ -384,7 +387,7 @@ impl Proxy {
                 let cap = self.policy.replay_cap();
                 match replay::read_up_to(body, cap, self.request_body_idle).await {
                     Ok(Buffered::Whole(bytes)) => {
-                        inspection = Some(Inspection::whole(&bytes, self.inspect_cap));
+                        inspection = Some(Inspection::unread(bytes.clone(), self.inspect_cap));
                         replay = Some(bytes.clone());
                         body_kind = BodyKind::Whole;
                         RequestBody::Replay(Some(bytes))
@@ -482,6 +485,9 @@ impl Proxy {
         let mut claimed = None;
         // (A request with a key comes with its map: `forwards_fields_as_read`.)
         if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
+            if let Some(inspection) = &mut waiting.inspection {
+                inspection.read();
+            }
             // Boxed: only calls with a key take this path, and its future would be a third
             // of every call's (see the send future below).
             match Box::pin(self.claim_key(&parts, value.as_bytes(), body)).await {
@@ -499,31 +505,17 @@ impl Proxy {
                 }
             }
         }
-        let plan = match &body_kind {
-            BodyKind::Whole | BodyKind::Over => waiting.retry_plan(has_key),
-            BodyKind::Other => RetryPlan::default(),
-        };
-        if plan.applies {
-            self.policy.deposit(started);
-        }
-        // The agent's own retry of a call that just failed? (Checked only for one request.)
-        // Either way the call is remembered by its target and body, should it fail.
+        // Remembered by its target and body, should the call fail (the agent's retry of it).
         if let Some(body) = &replay {
             let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-            let session = waiting.session.as_deref();
-            let recent = &self.ctx.recent;
-            if waiting
-                .single_call(|method, tool| recent.is_retry(session, method, tool, target, body))
-                == Some(true)
-            {
-                waiting.client_retry = true;
-            }
             waiting.body = Some(SentAs::new(target, body));
         }
         // A retry can only happen for an idempotent call whose body is in the replay buffer;
-        // only then is the head kept for re-sending.
-        let template =
-            (plan.applies && plan.idempotent && replay.is_some()).then(|| Template::of(&parts));
+        // the head is kept for re-sending until the policy has said (as the first attempt
+        // went out, below).
+        let mut template =
+            (replay.is_some() && self.policy.retries_enabled()).then(|| Template::of(&parts));
+        let mut plan = None;
         let mut first = Some((parts, first_body));
         // The answer's fields, when kept as read (a request with `fields`).
         let mut upstream_fields = None;
@@ -542,12 +534,31 @@ impl Proxy {
             } else {
                 Instant::now()
             };
-            let sent = head_timer
-                .within(
+            let (sent, plan) = {
+                let mut sent = pin!(head_timer.within(
                     now + self.response_head_timeout,
                     self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now),
-                )
-                .await;
+                ));
+                match plan {
+                    Some(plan) => (sent.await, plan),
+                    None => {
+                        // The first attempt: its request goes out (the first poll writes it to a
+                        // pooled connection) before the body is read for its calls, which then
+                        // happens while the upstream works on the call — not in front of it.
+                        let polled = poll_fn(|cx| Poll::Ready(sent.as_mut().poll(cx))).await;
+                        let retryable = matches!(body_kind, BodyKind::Whole | BodyKind::Over);
+                        let decided = *plan.insert(waiting.plan(retryable, has_key));
+                        if !(decided.applies && decided.idempotent) {
+                            template = None;
+                        }
+                        let sent = match polled {
+                            Poll::Ready(sent) => sent,
+                            Poll::Pending => sent.await,
+                        };
+                        (sent, decided)
+                    }
+                }
+            };
             let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
             let Some(failure) = failure.filter(|_| plan.applies) else {
                 break outcome;

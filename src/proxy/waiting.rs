@@ -33,9 +33,38 @@ pub(super) struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
+    /// Once the first attempt's request has gone out: reads the body's requests (if that is
+    /// still to do), decides what the retry policy says about the call (`retryable_body`: its
+    /// body is in the replay buffer or was read as far as the cap), and notes whether the
+    /// agent is re-sending a call that just failed (checked only for one request).
+    pub(super) fn plan(&mut self, retryable_body: bool, has_key: bool) -> RetryPlan {
+        if let Some(inspection) = &mut self.inspection {
+            inspection.read();
+        }
+        let plan = if retryable_body {
+            self.retry_plan(has_key)
+        } else {
+            RetryPlan::default()
+        };
+        if plan.applies {
+            self.proxy.policy.deposit(self.started);
+        }
+        if let Some(sent) = &self.body {
+            let recent = &self.proxy.ctx.recent;
+            let session = self.session.as_deref();
+            let again = |method: &str, tool: &str| {
+                recent.is_retry(session, method, tool, sent.target(), sent.body())
+            };
+            if self.single_call(again) == Some(true) {
+                self.client_retry = true;
+            }
+        }
+        plan
+    }
+
     /// What the policy says about the call, from its (buffered, so fully inspected) body.
     /// `has_key`: the request carries an `Idempotency-Key`.
-    pub(super) fn retry_plan(&self, has_key: bool) -> RetryPlan {
+    fn retry_plan(&self, has_key: bool) -> RetryPlan {
         let Some(inspection) = &self.inspection else {
             return RetryPlan::default();
         };

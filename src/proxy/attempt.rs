@@ -50,7 +50,12 @@ impl Template {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             version: parts.version,
-            headers: parts.headers.clone(),
+            // Empty for fields kept as read (`head_fields.rs`): nothing to copy.
+            headers: if parts.headers.is_empty() {
+                HeaderMap::new()
+            } else {
+                parts.headers.clone()
+            },
         }
     }
 

@@ -31,7 +31,6 @@ use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Poll;
 use std::time::Duration;
 
 use http::header::HeaderName;
@@ -545,16 +544,19 @@ impl Proxy {
                         // The first attempt: its request goes out (the first poll writes it to a
                         // pooled connection) before the body is read for its calls, which then
                         // happens while the upstream works on the call — not in front of it.
-                        let polled = poll_fn(|cx| Poll::Ready(sent.as_mut().poll(cx))).await;
                         let retryable = matches!(body_kind, BodyKind::Whole | BodyKind::Over);
-                        let decided = *plan.insert(waiting.plan(retryable, has_key));
+                        let sent = poll_fn(|cx| {
+                            let polled = sent.as_mut().poll(cx);
+                            if plan.is_none() {
+                                plan = Some(waiting.plan(retryable, has_key));
+                            }
+                            polled
+                        })
+                        .await;
+                        let decided = plan.unwrap_or_default();
                         if !(decided.applies && decided.idempotent) {
                             template = None;
                         }
-                        let sent = match polled {
-                            Poll::Ready(sent) => sent,
-                            Poll::Pending => sent.await,
-                        };
                         (sent, decided)
                     }
                 }

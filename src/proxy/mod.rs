@@ -384,7 +384,13 @@ impl Proxy {
         let first_body = if parts.method == Method::POST {
             if self.policy.retries_enabled() || has_key {
                 let cap = self.policy.replay_cap();
-                match replay::read_up_to(body, cap, self.request_body_idle).await {
+                // A body strata's own connection read is whole already; hyper's has frames to
+                // wait for, boxed: that wait's room would be in every call's future.
+                let read = match body.whole().filter(|whole| whole.len() <= cap) {
+                    Some(whole) => Ok(Buffered::Whole(whole)),
+                    None => Box::pin(replay::read_up_to(body, cap, self.request_body_idle)).await,
+                };
+                match read {
                     Ok(Buffered::Whole(bytes)) => {
                         inspection = Some(Inspection::unread(bytes.clone(), self.inspect_cap));
                         replay = Some(bytes.clone());
@@ -599,7 +605,8 @@ impl Proxy {
             Err(why) => {
                 if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
                     // Never sent (no connection): read it here so its calls get an outcome.
-                    replay::read_unsent(body, self.inspect_cap).await;
+                    // Boxed: a rare path, whose room would be in every call's future.
+                    Box::pin(replay::read_unsent(body, self.inspect_cap)).await;
                 }
                 if let Some(mut tracker) = waiting.take_tracker() {
                     tracker.no_response(why.status().as_u16());

@@ -331,361 +331,370 @@ impl Proxy {
     ///
     /// `head_timer`: bounds each attempt's wait for the response head; the agent connection
     /// lends its own (`head_timer.rs`).
-    pub(crate) async fn handle(
+    // Not `async fn`: see the block below.
+    #[allow(clippy::manual_async_fn)]
+    pub(crate) fn handle(
         self: &Arc<Self>,
         req: Request<FromAgent>,
         mut fields: Option<HeadFields>,
         peer: Peer,
         answer_fields: &mut Option<AnswerFields>,
         mut head_timer: HeadTimer<'_>,
-    ) -> Result<Response<AgentBody>, Infallible> {
-        let agent = peer.addr;
-        let started = Instant::now();
-        self.ctx
-            .metrics
-            .http_request(HttpMethod::from_http(req.method()));
-        let (mut parts, body) = req.into_parts();
-        let read_whole = matches!(body, FromAgent::Whole(_));
-        let headers = match &fields {
-            Some(fields) => Headers::Own(fields),
-            None => Headers::Map(&parts.headers),
-        };
-        // Before anything is read or forwarded: a browser page from another origin must not
-        // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
-        if !self.origin_allowed(headers) {
-            self.ctx.metrics.limit_hit(Limit::Origin);
-            tracing::debug!("request refused: its Origin is not in `origins`");
-            return Ok(local::response(LocalError::OriginForbidden));
-        }
-        let method = parts.method.clone();
+    ) -> impl Future<Output = Result<Response<AgentBody>, Infallible>> + Send {
+        // An `async` block, not an `async fn`: an `async fn` moves each argument from its
+        // captured slot into a local of its own as it starts, and the future keeps room for
+        // both (`req` 264 bytes twice); the block uses them where they were captured.
+        async move {
+            let agent = peer.addr;
+            let started = Instant::now();
+            self.ctx
+                .metrics
+                .http_request(HttpMethod::from_http(req.method()));
+            let (mut parts, body) = req.into_parts();
+            let read_whole = matches!(body, FromAgent::Whole(_));
+            let headers = match &fields {
+                Some(fields) => Headers::Own(fields),
+                None => Headers::Map(&parts.headers),
+            };
+            // Before anything is read or forwarded: a browser page from another origin must not
+            // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
+            if !self.origin_allowed(headers) {
+                self.ctx.metrics.limit_hit(Limit::Origin);
+                tracing::debug!("request refused: its Origin is not in `origins`");
+                return Ok(local::response(LocalError::OriginForbidden));
+            }
+            let method = parts.method.clone();
 
-        let session: Option<Arc<str>> = headers.get_str(Known::McpSessionId).map(Arc::from);
-        let protocol_version = headers.get_str(Known::McpProtocolVersion).map(Box::from);
-        let has_key = headers.contains(Known::IdempotencyKey);
-        let ended_session = (method == Method::DELETE)
-            .then(|| session.clone())
-            .flatten();
+            let session: Option<Arc<str>> = headers.get_str(Known::McpSessionId).map(Arc::from);
+            let protocol_version = headers.get_str(Known::McpProtocolVersion).map(Box::from);
+            let has_key = headers.contains(Known::IdempotencyKey);
+            let ended_session = (method == Method::DELETE)
+                .then(|| session.clone())
+                .flatten();
 
-        // What this exchange may classify: a POST's requests, or parked calls a resumed
-        // stream may answer (GET + Last-Event-ID on a session).
-        let mut inspection = None;
-        let mut resumed = Vec::new();
-        let mut replay = None;
-        let mut body_kind = BodyKind::Other;
-        // A streamed POST body, handed back if the upstream client drops it unsent.
-        let mut unsent = None;
-        if let (true, Some(session), Some(last)) = (
-            parts.method == Method::GET,
-            &session,
-            headers.get(Known::LastEventId),
-        ) {
-            resumed = self.ctx.resume.take_for_resume(session, last);
-        }
-        let first_body = if parts.method == Method::POST {
-            if self.policy.retries_enabled() || has_key {
-                let cap = self.policy.replay_cap();
-                // A body strata's own connection read is whole already; hyper's has frames to
-                // wait for, boxed: that wait's room would be in every call's future.
-                let read = match body.whole().filter(|whole| whole.len() <= cap) {
-                    Some(whole) => Ok(Buffered::Whole(whole)),
-                    None => Box::pin(replay::read_up_to(body, cap, self.request_body_idle)).await,
-                };
-                match read {
-                    Ok(Buffered::Whole(bytes)) => {
-                        inspection = Some(Inspection::unread(bytes.clone(), self.inspect_cap));
-                        replay = Some(bytes.clone());
-                        body_kind = BodyKind::Whole;
-                        RequestBody::Replay(Some(bytes))
+            // What this exchange may classify: a POST's requests, or parked calls a resumed
+            // stream may answer (GET + Last-Event-ID on a session).
+            let mut inspection = None;
+            let mut resumed = Vec::new();
+            let mut replay = None;
+            let mut body_kind = BodyKind::Other;
+            // A streamed POST body, handed back if the upstream client drops it unsent.
+            let mut unsent = None;
+            if let (true, Some(session), Some(last)) = (
+                parts.method == Method::GET,
+                &session,
+                headers.get(Known::LastEventId),
+            ) {
+                resumed = self.ctx.resume.take_for_resume(session, last);
+            }
+            let first_body = if parts.method == Method::POST {
+                if self.policy.retries_enabled() || has_key {
+                    let cap = self.policy.replay_cap();
+                    // A body strata's own connection read is whole already; hyper's has frames to
+                    // wait for, boxed: that wait's room would be in every call's future.
+                    let read = match body.whole().filter(|whole| whole.len() <= cap) {
+                        Some(whole) => Ok(Buffered::Whole(whole)),
+                        None => {
+                            Box::pin(replay::read_up_to(body, cap, self.request_body_idle)).await
+                        }
+                    };
+                    match read {
+                        Ok(Buffered::Whole(bytes)) => {
+                            inspection = Some(Inspection::unread(bytes.clone(), self.inspect_cap));
+                            replay = Some(bytes.clone());
+                            body_kind = BodyKind::Whole;
+                            RequestBody::Replay(Some(bytes))
+                        }
+                        Ok(Buffered::Over { prefix, rest }) => {
+                            self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
+                            body_kind = BodyKind::Over;
+                            let (i, sink) = Inspection::streaming(self.inspect_cap);
+                            inspection = Some(i);
+                            RequestBody::prefixed(prefix, rest, sink)
+                        }
+                        // The agent's body broke: nothing can be forwarded.
+                        Err(ReadError::Broken) => {
+                            return Ok(local::response(LocalError::BadRequestBody));
+                        }
+                        Err(ReadError::Idle) => {
+                            self.ctx.metrics.limit_hit(Limit::RequestBodyTimeout);
+                            tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
+                            return Ok(local::response(LocalError::RequestBodyTimeout));
+                        }
                     }
-                    Ok(Buffered::Over { prefix, rest }) => {
-                        self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
-                        body_kind = BodyKind::Over;
-                        let (i, sink) = Inspection::streaming(self.inspect_cap);
-                        inspection = Some(i);
-                        RequestBody::prefixed(prefix, rest, sink)
-                    }
-                    // The agent's body broke: nothing can be forwarded.
-                    Err(ReadError::Broken) => {
-                        return Ok(local::response(LocalError::BadRequestBody));
-                    }
-                    Err(ReadError::Idle) => {
-                        self.ctx.metrics.limit_hit(Limit::RequestBodyTimeout);
-                        tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
-                        return Ok(local::response(LocalError::RequestBodyTimeout));
-                    }
+                } else {
+                    let (i, sink) = Inspection::streaming(self.inspect_cap);
+                    inspection = Some(i);
+                    let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
+                    unsent = Some(back);
+                    body
                 }
             } else {
-                let (i, sink) = Inspection::streaming(self.inspect_cap);
-                inspection = Some(i);
-                let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
-                unsent = Some(back);
-                body
-            }
-        } else {
-            RequestBody::stream(ObservedBody::new(body, InspectSink::inert())).0
-        };
+                RequestBody::stream(ObservedBody::new(body, InspectSink::inert())).0
+            };
 
-        // Fields as read go out only through strata's own upstream connection, which takes a
-        // body known whole; anything else takes a map. (Not reached from `agent_h1`, which
-        // passes fields only for such requests: `forwards_fields_as_read`.)
-        if (body_kind != BodyKind::Whole || self.h1.is_none())
-            && let Some(own) = fields.take()
-        {
-            match own.to_map() {
-                Some(map) => parts.headers = map,
-                None => return Ok(local::response(LocalError::BadRequestBody)),
-            }
-        }
-        // hyper's client takes the upstream's absolute URI; strata's own connection writes
-        // the target in origin form, which is what fields read as sent already have.
-        let uri = match fields {
-            Some(_) => None,
-            None => match self.upstream_uri(parts.uri.path_and_query()) {
-                Ok(uri) => Some(uri),
-                Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
-            },
-        };
-        match &mut fields {
-            // Rewritten as they are written out (`h1_conns/wire.rs`).
-            Some(fields) => fields.set_host(self.rewrite_host, self.authority.as_str()),
-            None => {
-                forward::set_host(
-                    &mut parts.headers,
-                    &parts.uri,
-                    &self.authority,
-                    self.rewrite_host,
-                );
-                forward::strip_hop_by_hop(&mut parts.headers);
-                // Only an h2 connection keeps values after sending them (`own_values`): a
-                // `https://` upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
-                if self.h1.is_none() {
-                    forward::own_values(&mut parts.headers);
+            // Fields as read go out only through strata's own upstream connection, which takes a
+            // body known whole; anything else takes a map. (Not reached from `agent_h1`, which
+            // passes fields only for such requests: `forwards_fields_as_read`.)
+            if (body_kind != BodyKind::Whole || self.h1.is_none())
+                && let Some(own) = fields.take()
+            {
+                match own.to_map() {
+                    Some(map) => parts.headers = map,
+                    None => return Ok(local::response(LocalError::BadRequestBody)),
                 }
             }
-        }
-        let hop = forward::Hop::new(parts.version, &peer);
-        let agent_version = parts.version;
-        if let Some(uri) = uri {
-            parts.uri = uri;
-        }
-        // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
-        parts.version = Version::HTTP_11;
-
-        // Until the upstream answers, a dropped future (the agent left) must still give every
-        // request its outcome: the guard does that on drop.
-        let mut waiting = Waiting {
-            proxy: self,
-            inspection,
-            resumed,
-            session,
-            protocol_version,
-            started,
-            attempts: 1,
-            statuses: Vec::new(),
-            client_retry: false,
-            body: None,
-        };
-        // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
-        // first call claims the key (issue "Retry and idempotency policy").
-        let mut claimed = None;
-        // (A request with a key comes with its map: `forwards_fields_as_read`.)
-        if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
-            if let Some(inspection) = &mut waiting.inspection {
-                inspection.read();
-            }
-            // Boxed: only calls with a key take this path, and its future would be a third
-            // of every call's (see the send future below).
-            match Box::pin(self.claim_key(&parts, value.as_bytes(), body)).await {
-                KeyClaim::None => {}
-                KeyClaim::Fresh(ticket, ids) => claimed = Some((ticket, ids)),
-                KeyClaim::Replay(record, ids) => {
-                    waiting.client_retry = true;
-                    return Ok(replay_record(waiting.take_tracker(), &record, &ids));
+            // hyper's client takes the upstream's absolute URI; strata's own connection writes
+            // the target in origin form, which is what fields read as sent already have.
+            let uri = match fields {
+                Some(_) => None,
+                None => match self.upstream_uri(parts.uri.path_and_query()) {
+                    Ok(uri) => Some(uri),
+                    Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
+                },
+            };
+            match &mut fields {
+                // Rewritten as they are written out (`h1_conns/wire.rs`).
+                Some(fields) => fields.set_host(self.rewrite_host, self.authority.as_str()),
+                None => {
+                    forward::set_host(
+                        &mut parts.headers,
+                        &parts.uri,
+                        &self.authority,
+                        self.rewrite_host,
+                    );
+                    forward::strip_hop_by_hop(&mut parts.headers);
+                    // Only an h2 connection keeps values after sending them (`own_values`): a
+                    // `https://` upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
+                    if self.h1.is_none() {
+                        forward::own_values(&mut parts.headers);
+                    }
                 }
-                KeyClaim::Refuse(why) => {
+            }
+            let hop = forward::Hop::new(parts.version, &peer);
+            let agent_version = parts.version;
+            if let Some(uri) = uri {
+                parts.uri = uri;
+            }
+            // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not ours.
+            parts.version = Version::HTTP_11;
+
+            // Until the upstream answers, a dropped future (the agent left) must still give every
+            // request its outcome: the guard does that on drop.
+            let mut waiting = Waiting {
+                proxy: self,
+                inspection,
+                resumed,
+                session,
+                protocol_version,
+                started,
+                attempts: 1,
+                statuses: Vec::new(),
+                client_retry: false,
+                body: None,
+            };
+            // Idempotency-Key: a repeat is answered from the record, a conflict refused, and a
+            // first call claims the key (issue "Retry and idempotency policy").
+            let mut claimed = None;
+            // (A request with a key comes with its map: `forwards_fields_as_read`.)
+            if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
+                if let Some(inspection) = &mut waiting.inspection {
+                    inspection.read();
+                }
+                // Boxed: only calls with a key take this path, and its future would be a third
+                // of every call's (see the send future below).
+                match Box::pin(self.claim_key(&parts, value.as_bytes(), body)).await {
+                    KeyClaim::None => {}
+                    KeyClaim::Fresh(ticket, ids) => claimed = Some((ticket, ids)),
+                    KeyClaim::Replay(record, ids) => {
+                        waiting.client_retry = true;
+                        return Ok(replay_record(waiting.take_tracker(), &record, &ids));
+                    }
+                    KeyClaim::Refuse(why) => {
+                        if let Some(mut tracker) = waiting.take_tracker() {
+                            tracker.no_response(why.status().as_u16());
+                        }
+                        return Ok(local::response(why));
+                    }
+                }
+            }
+            // Remembered by its target and body, should the call fail (the agent's retry of it).
+            if let Some(body) = &replay {
+                let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+                waiting.body = Some(SentAs::new(target, body));
+            }
+            // A retry can only happen for an idempotent call whose body is in the replay buffer;
+            // the head is kept for re-sending until the policy has said (as the first attempt
+            // went out, below).
+            let mut template =
+                (replay.is_some() && self.policy.retries_enabled()).then(|| Template::of(&parts));
+            let mut plan = None;
+            let mut first = Some((parts, first_body));
+            // The answer's fields, when kept as read (a request with `fields`).
+            let mut upstream_fields = None;
+            let response = loop {
+                let request = match (first.take(), &template) {
+                    (Some((parts, body)), _) => Request::from_parts(parts, body),
+                    (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
+                    (None, None) => break Err(LocalError::UpstreamBroken),
+                };
+                // This attempt's answer only (one that fails before a head leaves none).
+                upstream_fields = None;
+                // A body strata's own connection read whole goes out as the call starts: its
+                // first attempt counts from `started` (a clock read fewer per call).
+                let now = if waiting.attempts == 1 && read_whole {
+                    started
+                } else {
+                    Instant::now()
+                };
+                let (sent, plan) = {
+                    let mut sent = pin!(head_timer.within(
+                        now + self.response_head_timeout,
+                        self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now),
+                    ));
+                    match plan {
+                        Some(plan) => (sent.await, plan),
+                        None => {
+                            // The first attempt: its request goes out (the first poll writes it to a
+                            // pooled connection) before the body is read for its calls, which then
+                            // happens while the upstream works on the call — not in front of it.
+                            let retryable = matches!(body_kind, BodyKind::Whole | BodyKind::Over);
+                            let sent = poll_fn(|cx| {
+                                let polled = sent.as_mut().poll(cx);
+                                if plan.is_none() {
+                                    plan = Some(waiting.plan(retryable, has_key));
+                                }
+                                polled
+                            })
+                            .await;
+                            let decided = plan.unwrap_or_default();
+                            if !(decided.applies && decided.idempotent) {
+                                template = None;
+                            }
+                            (sent, decided)
+                        }
+                    }
+                };
+                let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
+                let Some(failure) = failure.filter(|_| plan.applies) else {
+                    break outcome;
+                };
+                let attempt = Attempt {
+                    made: waiting.attempts,
+                    idempotent: plan.idempotent,
+                    replayable: replay.is_some(),
+                    elapsed: started.elapsed(),
+                    retry_after: outcome.as_ref().ok().and_then(|r| {
+                        let headers = match &upstream_fields {
+                            Some(fields) => Headers::Own(fields),
+                            None => Headers::Map(r.headers()),
+                        };
+                        headers.get(Known::RetryAfter)
+                    }),
+                };
+                match self.policy.next(failure, &attempt) {
+                    Next::Retry { wait, reason } => {
+                        waiting.count(&self.ctx.metrics, |h| h.retry(reason));
+                        waiting.statuses.push(failure.status());
+                        waiting.attempts += 1;
+                        drop(outcome);
+                        tokio::time::sleep(wait).await;
+                    }
+                    Next::GiveUp(why) => {
+                        if let Some(why) = why {
+                            waiting.count(&self.ctx.metrics, |h| h.suppressed(why));
+                        }
+                        break outcome;
+                    }
+                }
+            };
+            let response = match response {
+                Ok(response) => response,
+                Err(why) => {
+                    if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
+                        // Never sent (no connection): read it here so its calls get an outcome.
+                        // Boxed: a rare path, whose room would be in every call's future.
+                        Box::pin(replay::read_unsent(body, self.inspect_cap)).await;
+                    }
                     if let Some(mut tracker) = waiting.take_tracker() {
                         tracker.no_response(why.status().as_u16());
                     }
-                    return Ok(local::response(why));
-                }
-            }
-        }
-        // Remembered by its target and body, should the call fail (the agent's retry of it).
-        if let Some(body) = &replay {
-            let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-            waiting.body = Some(SentAs::new(target, body));
-        }
-        // A retry can only happen for an idempotent call whose body is in the replay buffer;
-        // the head is kept for re-sending until the policy has said (as the first attempt
-        // went out, below).
-        let mut template =
-            (replay.is_some() && self.policy.retries_enabled()).then(|| Template::of(&parts));
-        let mut plan = None;
-        let mut first = Some((parts, first_body));
-        // The answer's fields, when kept as read (a request with `fields`).
-        let mut upstream_fields = None;
-        let response = loop {
-            let request = match (first.take(), &template) {
-                (Some((parts, body)), _) => Request::from_parts(parts, body),
-                (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
-                (None, None) => break Err(LocalError::UpstreamBroken),
-            };
-            // This attempt's answer only (one that fails before a head leaves none).
-            upstream_fields = None;
-            // A body strata's own connection read whole goes out as the call starts: its
-            // first attempt counts from `started` (a clock read fewer per call).
-            let now = if waiting.attempts == 1 && read_whole {
-                started
-            } else {
-                Instant::now()
-            };
-            let (sent, plan) = {
-                let mut sent = pin!(head_timer.within(
-                    now + self.response_head_timeout,
-                    self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now),
-                ));
-                match plan {
-                    Some(plan) => (sent.await, plan),
-                    None => {
-                        // The first attempt: its request goes out (the first poll writes it to a
-                        // pooled connection) before the body is read for its calls, which then
-                        // happens while the upstream works on the call — not in front of it.
-                        let retryable = matches!(body_kind, BodyKind::Whole | BodyKind::Over);
-                        let sent = poll_fn(|cx| {
-                            let polled = sent.as_mut().poll(cx);
-                            if plan.is_none() {
-                                plan = Some(waiting.plan(retryable, has_key));
-                            }
-                            polled
-                        })
-                        .await;
-                        let decided = plan.unwrap_or_default();
-                        if !(decided.applies && decided.idempotent) {
-                            template = None;
-                        }
-                        (sent, decided)
-                    }
+                    let mut response = local::response(why);
+                    add_attempts(response.headers_mut(), waiting.attempts);
+                    return Ok(response);
                 }
             };
-            let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
-            let Some(failure) = failure.filter(|_| plan.applies) else {
-                break outcome;
-            };
-            let attempt = Attempt {
-                made: waiting.attempts,
-                idempotent: plan.idempotent,
-                replayable: replay.is_some(),
-                elapsed: started.elapsed(),
-                retry_after: outcome.as_ref().ok().and_then(|r| {
-                    let headers = match &upstream_fields {
-                        Some(fields) => Headers::Own(fields),
-                        None => Headers::Map(r.headers()),
-                    };
-                    headers.get(Known::RetryAfter)
-                }),
-            };
-            match self.policy.next(failure, &attempt) {
-                Next::Retry { wait, reason } => {
-                    waiting.count(&self.ctx.metrics, |h| h.retry(reason));
-                    waiting.statuses.push(failure.status());
-                    waiting.attempts += 1;
-                    drop(outcome);
-                    tokio::time::sleep(wait).await;
-                }
-                Next::GiveUp(why) => {
-                    if let Some(why) = why {
-                        waiting.count(&self.ctx.metrics, |h| h.suppressed(why));
-                    }
-                    break outcome;
-                }
-            }
-        };
-        let response = match response {
-            Ok(response) => response,
-            Err(why) => {
-                if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
-                    // Never sent (no connection): read it here so its calls get an outcome.
-                    // Boxed: a rare path, whose room would be in every call's future.
-                    Box::pin(replay::read_unsent(body, self.inspect_cap)).await;
-                }
-                if let Some(mut tracker) = waiting.take_tracker() {
-                    tracker.no_response(why.status().as_u16());
-                }
-                let mut response = local::response(why);
-                add_attempts(response.headers_mut(), waiting.attempts);
-                return Ok(response);
-            }
-        };
 
-        let (mut parts, body) = response.into_parts();
-        // The idempotency record reads a map (a request with a key has one: never fields).
-        if claimed.is_some()
-            && let Some(own) = upstream_fields.take()
-        {
-            match own.to_map() {
-                Some(map) => parts.headers = map,
-                None => return Ok(local::response(LocalError::UpstreamBroken)),
-            }
-        }
-        // This hop's `Via` names the version the upstream answered in.
-        let via = forward::via(parts.version);
-        if upstream_fields.is_none() {
-            forward::strip_hop_by_hop(&mut parts.headers);
-            if agent_version == Version::HTTP_2 {
-                forward::own_values(&mut parts.headers);
-            }
-            forward::add_via(&mut parts.headers, parts.version);
-            add_attempts(&mut parts.headers, waiting.attempts);
-        }
-        parts.version = Version::HTTP_11;
-        let headers = match &upstream_fields {
-            Some(fields) => Headers::Own(fields),
-            None => Headers::Map(&parts.headers),
-        };
-        let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
-        let body = match waiting.take_tracker() {
-            Some(mut tracker) => {
-                tracker.response_head(parts.status.as_u16(), headers.get(Known::ContentType));
-                if let Some((ticket, ids)) = claimed
-                    && recordable_status(parts.status.as_u16())
-                {
-                    let recording = Recording::new(
-                        parts.status,
-                        &parts.headers,
-                        ids,
-                        self.carried.idempotency.record_cap(),
-                    );
-                    tracker.record_for(ticket, recording);
+            let (mut parts, body) = response.into_parts();
+            // The idempotency record reads a map (a request with a key has one: never fields).
+            if claimed.is_some()
+                && let Some(own) = upstream_fields.take()
+            {
+                match own.to_map() {
+                    Some(map) => parts.headers = map,
+                    None => return Ok(local::response(LocalError::UpstreamBroken)),
                 }
-                if let Some(assigned) = headers.get_str(Known::McpSessionId) {
-                    tracker.learn_session(assigned);
+            }
+            // This hop's `Via` names the version the upstream answered in.
+            let via = forward::via(parts.version);
+            if upstream_fields.is_none() {
+                forward::strip_hop_by_hop(&mut parts.headers);
+                if agent_version == Version::HTTP_2 {
+                    forward::own_values(&mut parts.headers);
                 }
-                ProxyBody::Observed(ObservedBody::after_forward(body, tracker))
+                forward::add_via(&mut parts.headers, parts.version);
+                add_attempts(&mut parts.headers, waiting.attempts);
             }
-            None => {
-                if method == Method::DELETE
-                    && parts.status.is_success()
-                    && let Some(session) = &ended_session
-                {
-                    self.ctx.clients.forget(session);
+            parts.version = Version::HTTP_11;
+            let headers = match &upstream_fields {
+                Some(fields) => Headers::Own(fields),
+                None => Headers::Map(&parts.headers),
+            };
+            let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
+            let body = match waiting.take_tracker() {
+                Some(mut tracker) => {
+                    tracker.response_head(parts.status.as_u16(), headers.get(Known::ContentType));
+                    if let Some((ticket, ids)) = claimed
+                        && recordable_status(parts.status.as_u16())
+                    {
+                        let recording = Recording::new(
+                            parts.status,
+                            &parts.headers,
+                            ids,
+                            self.carried.idempotency.record_cap(),
+                        );
+                        tracker.record_for(ticket, recording);
+                    }
+                    if let Some(assigned) = headers.get_str(Known::McpSessionId) {
+                        tracker.learn_session(assigned);
+                    }
+                    ProxyBody::Observed(ObservedBody::after_forward(body, tracker))
                 }
-                ProxyBody::Plain(body)
+                None => {
+                    if method == Method::DELETE
+                        && parts.status.is_success()
+                        && let Some(session) = &ended_session
+                    {
+                        self.ctx.clients.forget(session);
+                    }
+                    ProxyBody::Plain(body)
+                }
+            };
+            let body = match self.sse_keepalive {
+                Some(every) if keepalive_applies(parts.status, headers) => {
+                    ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
+                }
+                _ => body,
+            };
+            if let Some(fields) = upstream_fields {
+                *answer_fields = Some(AnswerFields {
+                    fields,
+                    via,
+                    attempts: waiting.attempts,
+                });
             }
-        };
-        let body = match self.sse_keepalive {
-            Some(every) if keepalive_applies(parts.status, headers) => {
-                ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
-            }
-            _ => body,
-        };
-        if let Some(fields) = upstream_fields {
-            *answer_fields = Some(AnswerFields {
-                fields,
-                via,
-                attempts: waiting.attempts,
-            });
+            Ok(Response::from_parts(parts, body))
         }
-        Ok(Response::from_parts(parts, body))
     }
 
     /// Every `Origin` header the request carries must be allowed (a request without one

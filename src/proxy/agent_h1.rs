@@ -320,12 +320,16 @@ impl Conn {
 
     /// Writes the answer; `close`: the connection ends after it.
     /// `fields`: the upstream's fields as read, when the response has no map of them.
-    async fn answer(
+    ///
+    /// The head is encoded before the returned future is, so the future holds only the body
+    /// and what is left to write (an `async fn` would keep the response and the fields, each
+    /// twice, in every exchange's future).
+    fn answer(
         &mut self,
         response: http::Response<AgentBody>,
         fields: Option<AnswerFields>,
         close: bool,
-    ) -> Result<(), Stop> {
+    ) -> impl Future<Output = Result<(), Stop>> {
         let (parts, mut body) = response.into_parts();
         let size = if body.is_end_stream() {
             BodySize::None
@@ -336,50 +340,57 @@ impl Conn {
         };
         self.out.clear();
         let encoded = response::encode_head(&mut self.out, &parts, fields.as_ref(), size, close)
-            .map_err(|err| Served::AnswerBroken(err.as_str()))?;
+            .map_err(|err| Served::AnswerBroken(err.as_str()));
         drop(parts);
         drop(fields);
-        let mut owed = match encoded.framing {
-            Framing::Length(length) => length,
-            Framing::Empty | Framing::Chunked => 0,
-        };
-        if encoded.framing != Framing::Empty {
-            loop {
-                let framing = encoded.framing;
-                match poll_fn(|cx| self.gather(cx, &mut body, framing, &mut owed)).await {
-                    Gathered::Flush(large) => self.flush(large).await.map_err(Served::AgentLeft)?,
-                    Gathered::End => break,
-                    Gathered::Failed => {
-                        // What came before the failure still goes out (`UpstreamBody`
-                        // holds its error back until then), then the unterminated end.
-                        let _ = self.flush(None).await;
-                        return Err(Served::AnswerBroken("the answer's body failed").into());
+        async move {
+            let encoded = encoded?;
+            let mut owed = match encoded.framing {
+                Framing::Length(length) => length,
+                Framing::Empty | Framing::Chunked => 0,
+            };
+            if encoded.framing != Framing::Empty {
+                loop {
+                    let framing = encoded.framing;
+                    match poll_fn(|cx| self.gather(cx, &mut body, framing, &mut owed)).await {
+                        Gathered::Flush(large) => {
+                            self.flush(large).await.map_err(Served::AgentLeft)?
+                        }
+                        Gathered::End => break,
+                        Gathered::Failed => {
+                            // What came before the failure still goes out (`UpstreamBody`
+                            // holds its error back until then), then the unterminated end.
+                            let _ = self.flush(None).await;
+                            return Err(Served::AnswerBroken("the answer's body failed").into());
+                        }
+                        Gathered::Gone(served) => return Err(served.into()),
                     }
-                    Gathered::Gone(served) => return Err(served.into()),
+                }
+                match encoded.framing {
+                    Framing::Chunked => self.out.extend_from_slice(b"0\r\n\r\n"),
+                    Framing::Length(_) if owed > 0 => {
+                        let _ = self.flush(None).await;
+                        return Err(
+                            Served::AnswerBroken("the answer ended short of its length").into()
+                        );
+                    }
+                    Framing::Length(_) | Framing::Empty => {}
                 }
             }
-            match encoded.framing {
-                Framing::Chunked => self.out.extend_from_slice(b"0\r\n\r\n"),
-                Framing::Length(_) if owed > 0 => {
-                    let _ = self.flush(None).await;
-                    return Err(Served::AnswerBroken("the answer ended short of its length").into());
-                }
-                Framing::Length(_) | Framing::Empty => {}
+            self.flush(None).await.map_err(Served::AgentLeft)?;
+            // Dropped only now, the answer sent: a body whose end was not read (its length all
+            // sent, or no body to send) settles its call as it drops — the verdict, the counters
+            // and the call record — and the agent need not wait for that.
+            drop(body);
+            if self.out.capacity() > KEEP_OUT {
+                self.out = Vec::new();
             }
+            if encoded.close {
+                let _ = self.tcp.shutdown().await;
+                return Err(Served::Closed.into());
+            }
+            Ok(())
         }
-        self.flush(None).await.map_err(Served::AgentLeft)?;
-        // Dropped only now, the answer sent: a body whose end was not read (its length all
-        // sent, or no body to send) settles its call as it drops — the verdict, the counters
-        // and the call record — and the agent need not wait for that.
-        drop(body);
-        if self.out.capacity() > KEEP_OUT {
-            self.out = Vec::new();
-        }
-        if encoded.close {
-            let _ = self.tcp.shutdown().await;
-            return Err(Served::Closed.into());
-        }
-        Ok(())
     }
 
     /// Takes the body's frames until it is quiet, ends, or enough is buffered to write.

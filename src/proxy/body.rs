@@ -1,6 +1,5 @@
 //! Body wrappers on the data path. Each forwards frames unchanged and only *shows* the bytes
-//! to a sink (borrowed; an answer's last frame held by reference count until it has gone on,
-//! never copied): the proxy never buffers a body here.
+//! to a sink (borrowed, never held): the proxy never buffers a body here.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,58 +53,22 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: B,
         sink: Option<S>,
-        // For an answer (`after_forward`): the last data frame handed on, shown to the sink
-        // only once it has gone on (at the next poll, or as the body ends or drops).
-        unseen: Option<Bytes>,
-        shown: Shown,
     }
 
     impl<B, S: BodySink> PinnedDrop for ObservedBody<B, S> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let Some(mut sink) = this.sink.take() {
-                if let Some(chunk) = this.unseen.take() {
-                    sink.on_data(&chunk);
-                }
-                // Dropped before its end: the receiver went away (or the exchange was
-                // abandoned).
-                sink.on_end(match this.shown {
-                    Shown::Ended(end) => *end,
-                    Shown::AsItPasses | Shown::AfterForward => BodyEnd::Dropped,
-                });
+            // Dropped before its end: the receiver went away (or the exchange was abandoned).
+            if let Some(mut sink) = this.project().sink.take() {
+                sink.on_end(BodyEnd::Dropped);
             }
         }
     }
 }
 
-/// When an [`ObservedBody`] shows a chunk to its sink.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shown {
-    AsItPasses,
-    AfterForward,
-    /// After forward, and the body ended behind the held chunk: reported with it.
-    Ended(BodyEnd),
-}
-
 // === impl ObservedBody ===
 
 impl<B: Body, S: BodySink> ObservedBody<B, S> {
-    /// Shows each chunk to `sink` as it passes (a request body: its inspection must be whole
-    /// by the time the upstream answers).
-    pub fn new(inner: B, sink: S) -> Self {
-        Self::with(inner, sink, Shown::AsItPasses)
-    }
-
-    /// Shows each chunk to `sink` after it has gone on: at the next poll, or as the body ends
-    /// or is dropped. For an answer: the agent's connection writes what a poll returned
-    /// before it polls again (or drops the body, its length all sent), so the scan of a
-    /// frame is no longer between the upstream's read and the agent's write. The chunk is
-    /// held by reference count, never copied; one frame at most.
-    pub fn after_forward(inner: B, sink: S) -> Self {
-        Self::with(inner, sink, Shown::AfterForward)
-    }
-
-    fn with(inner: B, mut sink: S, shown: Shown) -> Self {
+    pub fn new(inner: B, mut sink: S) -> Self {
         // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now.
         let sink = if inner.is_end_stream() {
             sink.on_end(BodyEnd::Complete);
@@ -113,12 +76,7 @@ impl<B: Body, S: BodySink> ObservedBody<B, S> {
         } else {
             Some(sink)
         };
-        Self {
-            inner,
-            sink,
-            unseen: None,
-            shown,
-        }
+        Self { inner, sink }
     }
 }
 
@@ -135,29 +93,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let mut this = self.project();
-        let Some(sink) = this.sink.as_mut() else {
-            return this.inner.poll_frame(cx);
-        };
-        // What the last poll handed on has gone on by now (or never will: the sink sees it
-        // either way, in order, before anything after it).
-        if let Some(chunk) = this.unseen.take() {
-            sink.on_data(&chunk);
-        }
-        if let Shown::Ended(end) = *this.shown {
-            if let Some(mut sink) = this.sink.take() {
-                sink.on_end(end);
-            }
-            return this.inner.poll_frame(cx);
-        }
         let frame = ready!(this.inner.as_mut().poll_frame(cx));
         let end = match &frame {
             Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    if *this.shown == Shown::AfterForward {
-                        *this.unseen = Some(data.clone());
-                    } else {
-                        sink.on_data(data);
-                    }
+                if let (Some(data), Some(sink)) = (frame.data_ref(), this.sink.as_mut()) {
+                    sink.on_data(data);
                 }
                 // hyper stops polling a body whose known length is reached, so the end must
                 // be seen here, not only as a final `None`.
@@ -166,13 +106,10 @@ where
             Some(Err(_)) => Some(BodyEnd::Error),
             None => Some(BodyEnd::Complete),
         };
-        if let Some(end) = end {
-            if this.unseen.is_some() {
-                // Reported with the held chunk, as the body drops or is polled again.
-                *this.shown = Shown::Ended(end);
-            } else if let Some(mut sink) = this.sink.take() {
-                sink.on_end(end);
-            }
+        if let Some(end) = end
+            && let Some(mut sink) = this.sink.take()
+        {
+            sink.on_end(end);
         }
         Poll::Ready(frame)
     }

@@ -50,7 +50,7 @@ pub(super) fn replay_record(
                 .get(header::CONTENT_TYPE)
                 .map(HeaderValue::as_bytes);
             tracker.response_head(record.status, content_type);
-            ProxyBody::Replayed(ObservedBody::after_forward(body, tracker))
+            ProxyBody::Replayed(ObservedBody::new(body, tracker))
         }
         None => ProxyBody::Local(body),
     };

@@ -668,7 +668,7 @@ impl Proxy {
                     if let Some(assigned) = headers.get_str(Known::McpSessionId) {
                         tracker.learn_session(assigned);
                     }
-                    ProxyBody::Observed(ObservedBody::after_forward(body, tracker))
+                    ProxyBody::Observed(ObservedBody::new(body, tracker))
                 }
                 None => {
                     if method == Method::DELETE

@@ -104,7 +104,9 @@ impl Waiting<'_> {
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
         let ctx = self.proxy.ctx.clone();
-        if let Some(inspection) = self.inspection.take() {
+        if let Some(mut inspection) = self.inspection.take() {
+            // Not read yet only when the wait ended before the first attempt's first poll.
+            inspection.read();
             if inspection.was_cut() {
                 ctx.metrics.limit_hit(Limit::RequestInspectBytes);
             }

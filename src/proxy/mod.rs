@@ -498,9 +498,7 @@ impl Proxy {
             let mut claimed = None;
             // (A request with a key comes with its map: `forwards_fields_as_read`.)
             if let (Some(body), Some(value)) = (&replay, parts.headers.get(IDEMPOTENCY_KEY)) {
-                if let Some(inspection) = &mut waiting.inspection {
-                    inspection.read();
-                }
+                waiting.read_inspection();
                 // Boxed: only calls with a key take this path, and its future would be a third
                 // of every call's (see the send future below).
                 match Box::pin(self.claim_key(&parts, value.as_bytes(), body)).await {

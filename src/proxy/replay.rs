@@ -34,18 +34,14 @@ pub(super) enum ReadError {
 }
 
 /// Reads a body until its end or until more than `cap` bytes were read, with at most `idle`
-/// between frames: the agent is waiting for nothing here, so a pause is its own doing.
+/// between frames: the agent is waiting for nothing here, so a pause is its own doing. (A
+/// body strata's own connection read whole, within `cap`, is taken without this future:
+/// `Proxy::handle`.)
 pub(super) async fn read_up_to(
     mut body: FromAgent,
     cap: usize,
     idle: Option<std::time::Duration>,
 ) -> Result<Buffered, ReadError> {
-    // Read already (strata's own agent connection): no frames to wait for.
-    if let Some(whole) = body.whole()
-        && whole.len() <= cap
-    {
-        return Ok(Buffered::Whole(whole));
-    }
     let mut chunks = Vec::new();
     let mut total = 0usize;
     loop {

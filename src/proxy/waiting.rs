@@ -38,9 +38,7 @@ impl Waiting<'_> {
     /// body is in the replay buffer or was read as far as the cap), and notes whether the
     /// agent is re-sending a call that just failed (checked only for one request).
     pub(super) fn plan(&mut self, retryable_body: bool, has_key: bool) -> RetryPlan {
-        if let Some(inspection) = &mut self.inspection {
-            inspection.read();
-        }
+        self.read_inspection();
         let plan = if retryable_body {
             self.retry_plan(has_key)
         } else {
@@ -60,6 +58,13 @@ impl Waiting<'_> {
             }
         }
         plan
+    }
+
+    /// Reads a body read whole for its calls, if that is still to do (`Inspection::read`).
+    pub(super) fn read_inspection(&mut self) {
+        if let Some(inspection) = &mut self.inspection {
+            inspection.read();
+        }
     }
 
     /// What the policy says about the call, from its (buffered, so fully inspected) body.

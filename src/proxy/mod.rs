@@ -3,6 +3,7 @@
 
 pub mod agent_h1;
 mod attempt;
+pub mod balance;
 mod body;
 mod call;
 pub mod client;

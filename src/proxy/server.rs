@@ -38,11 +38,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::agent_h1::{self, HeadLimits, Served};
+use super::balance::WorkerListener;
 use super::tls::{AgentIo, AgentTls};
 use super::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
 use crate::metrics::{Limit, Metrics};
@@ -67,7 +67,7 @@ pub struct ServerSettings {
 /// Accepts agent connections until `shutdown` resolves, then drains. `permits` holds
 /// `limits.max_connections`, shared by every worker serving the listener.
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: WorkerListener,
     proxy: Arc<CurrentProxy>,
     tls: Arc<AgentTls>,
     settings: ServerSettings,
@@ -124,7 +124,7 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, agent) = match accepted {
+                let (stream, agent, seat) = match accepted {
                     Ok(conn) => conn,
                     Err(err) => {
                         // EMFILE and friends: back off briefly rather than spin.
@@ -174,7 +174,7 @@ pub async fn serve(
                 // Held for the connection's life: the drain waits for every one.
                 let live = live.subscribe();
                 tokio::spawn(async move {
-                    let _permit = permit;
+                    let (_permit, _seat) = (permit, seat);
                     let _live = live;
                     // The TLS handshake runs here, not in the accept loop: a slow agent delays
                     // only itself. It is bounded by `header_read` too. Boxed: its future is

@@ -9,9 +9,9 @@
 //! its connections, the upstream connections they drive, their timers, live and die on it.
 //!
 //! Every worker accepts from the same listening socket (each registers its own duplicate of
-//! the descriptor), so a new connection goes to whichever worker takes it first — the idle
-//! one, usually; no kernel hashing of connections to workers (`SO_REUSEPORT`) that could put
-//! a few busy agents on one worker. A connection stays on the worker that accepted it.
+//! the descriptor) and seats what it accepts with the worker that has the fewest connections
+//! open (`balance.rs`): itself, or another, which it hands the connection to. A connection
+//! stays on the worker it was seated with.
 //!
 //! A worker that has drained keeps its runtime running until all have: an upstream
 //! connection it made (`https://` upstreams share hyper-util's pool) may still be carrying
@@ -21,8 +21,9 @@ use std::future::Future;
 use std::io;
 use std::thread::JoinHandle;
 
-use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
+
+use super::balance::{Balance, WorkerListener};
 
 /// The running workers.
 pub struct Workers {
@@ -36,20 +37,21 @@ pub struct Workers {
 // === impl Workers ===
 
 impl Workers {
-    /// Starts `count` workers (at least one), each serving its own duplicate of `listener`
-    /// with the future `serve` makes for it.
+    /// Starts `count` workers (at least one), each serving its own end of `listener` with the
+    /// future `serve` makes for it.
     pub fn spawn<F, Fut>(
         count: usize,
         listener: std::net::TcpListener,
         serve: F,
     ) -> io::Result<Self>
     where
-        F: Fn(TcpListener) -> Fut + Send + Clone + 'static,
+        F: Fn(WorkerListener) -> Fut + Send + Clone + 'static,
         Fut: Future<Output = io::Result<()>> + 'static,
     {
         // tokio registers a listener in non-blocking mode only.
         listener.set_nonblocking(true)?;
         let (release, released) = watch::channel(false);
+        let balance = Balance::new(count);
         // Workers log where the thread that starts them does: the global subscriber in
         // `main`, a test's capture (`telemetry::capture_json`) in tests.
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
@@ -62,7 +64,7 @@ impl Workers {
             let listener = listener.try_clone()?;
             let (report, done) = oneshot::channel();
             let (serve, mut released) = (serve.clone(), released.clone());
-            let dispatch = dispatch.clone();
+            let (dispatch, balance) = (dispatch.clone(), balance.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("strata-worker-{i}"))
                 .spawn(move || {
@@ -82,8 +84,9 @@ impl Workers {
                         }
                     };
                     runtime.block_on(async move {
-                        let served = match TcpListener::from_std(listener) {
-                            Ok(listener) => serve(listener).await,
+                        let served = match balance.listen(i, listener) {
+                            Ok(Some(listener)) => serve(listener).await,
+                            Ok(None) => Err(io::Error::other("a worker listened twice")),
                             Err(err) => Err(err),
                         };
                         let _ = report.send(served);

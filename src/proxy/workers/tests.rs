@@ -19,10 +19,10 @@ async fn every_worker_accepts_from_the_shared_listener() {
     let (listener, addr) = listener();
     let names = Arc::new(Mutex::new(Vec::new()));
     let seen = names.clone();
-    let workers = Workers::spawn(2, listener, move |listener| {
+    let workers = Workers::spawn(2, listener, move |mut listener| {
         let seen = seen.clone();
         async move {
-            let (_conn, _) = listener.accept().await?;
+            let (_conn, _, _seat) = listener.accept().await?;
             let name = std::thread::current().name().map(str::to_owned);
             seen.lock().unwrap().push(name);
             Ok(())
@@ -110,4 +110,48 @@ async fn a_drained_worker_keeps_its_runtime_until_all_have() {
         .await
         .expect("workers end")
         .unwrap();
+}
+
+/// Agents connecting one after another are spread evenly over the workers, whichever of
+/// them the kernel wakes to accept (`balance.rs`): ten connections, five on each thread.
+#[tokio::test]
+async fn connections_are_spread_evenly_over_the_workers() {
+    let (listener, addr) = listener();
+    let (served, mut seen) = mpsc::unbounded_channel::<Option<String>>();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers = Workers::spawn(2, listener, move |mut listener| {
+        let (served, mut stopped) = (served.clone(), stopped.clone());
+        async move {
+            let mut open = Vec::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        open.push(accepted?);
+                        let _ = served.send(std::thread::current().name().map(str::to_owned));
+                    }
+                    _ = stopped.wait_for(|stop| *stop) => return Ok(()),
+                }
+            }
+        }
+    })
+    .unwrap();
+    let mut agents = Vec::new();
+    let mut names = Vec::new();
+    for _ in 0..10 {
+        agents.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        // One at a time: each is seated before the next arrives.
+        let name = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+            .await
+            .expect("accepted within 10 s")
+            .unwrap();
+        names.push(name.unwrap());
+    }
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), workers.join())
+        .await
+        .expect("workers end")
+        .unwrap();
+    let on_first = names.iter().filter(|n| *n == "strata-worker-0").count();
+    let on_second = names.iter().filter(|n| *n == "strata-worker-1").count();
+    assert_eq!((on_first, on_second), (5, 5), "{names:?}");
 }

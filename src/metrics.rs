@@ -14,6 +14,7 @@ use prometheus::{
 
 mod calls;
 mod labels;
+mod shards;
 #[cfg(test)]
 mod tests;
 
@@ -24,6 +25,8 @@ pub use labels::{
 };
 
 use calls::{CallCache, CallFamilies};
+pub use shards::enter as enter_shard;
+use shards::{Merged, Shards};
 
 /// Histogram buckets for call durations, in seconds: the explicit boundaries OpenTelemetry's MCP
 /// semantic conventions give `mcp.client.operation.duration` and `mcp.server.operation.duration`,
@@ -37,16 +40,17 @@ pub const CALL_DURATION_BUCKETS: [f64; 14] = [
 pub struct Metrics {
     registry: Registry,
     calls: CallCache,
-    inflight: IntGauge,
-    sse_streams_open: IntGauge,
-    pending_resumable: IntGauge,
-    upstream_connect_errors: IntCounter,
-    response_bytes: IntCounter,
-    http_requests: [IntCounter; HttpMethod::COUNT],
-    limit_hits: [IntCounter; Limit::COUNT],
-    idempotent_replays: [IntCounter; ReplayResult::COUNT],
-    config_reloads: [IntCounter; ReloadResult::COUNT],
-    tls_handshake_errors: [IntCounter; TlsFailure::COUNT],
+    // Each series a shard per worker (`metrics/shards.rs`).
+    inflight: Shards<IntGauge>,
+    sse_streams_open: Shards<IntGauge>,
+    pending_resumable: Shards<IntGauge>,
+    upstream_connect_errors: Shards<IntCounter>,
+    response_bytes: Shards<IntCounter>,
+    http_requests: [Shards<IntCounter>; HttpMethod::COUNT],
+    limit_hits: [Shards<IntCounter>; Limit::COUNT],
+    idempotent_replays: [Shards<IntCounter>; ReplayResult::COUNT],
+    config_reloads: [Shards<IntCounter>; ReloadResult::COUNT],
+    tls_handshake_errors: [Shards<IntCounter>; TlsFailure::COUNT],
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -61,10 +65,10 @@ pub struct GaugeGuard(IntGauge, i64);
 
 /// A counter family whose label arity is part of its type, so a lookup with the wrong number
 /// of values does not compile (`with_label_values` would panic on a mismatch).
-struct CounterFamily<const N: usize>(IntCounterVec);
+struct CounterFamily<const N: usize>(Shards<IntCounterVec>);
 
 /// As [`CounterFamily`], for histograms.
-struct HistogramFamily<const N: usize>(HistogramVec);
+struct HistogramFamily<const N: usize>(Shards<HistogramVec>);
 
 // === impl Metrics ===
 
@@ -200,47 +204,50 @@ impl Metrics {
 
     /// Counts `calls` calls (an exchange's) as in flight until the guard drops.
     pub fn inflight_guard(&self, calls: usize) -> GaugeGuard {
-        GaugeGuard::by(&self.inflight, i64::try_from(calls).unwrap_or(i64::MAX))
+        GaugeGuard::by(
+            self.inflight.here(),
+            i64::try_from(calls).unwrap_or(i64::MAX),
+        )
     }
 
     /// Counts an SSE response stream as open until the guard drops.
     pub fn sse_stream_guard(&self) -> GaugeGuard {
-        GaugeGuard::new(&self.sse_streams_open)
+        GaugeGuard::new(self.sse_streams_open.here())
     }
 
     /// Counts a call as awaiting a resumed SSE stream until the guard drops.
     pub fn pending_resumable_guard(&self) -> GaugeGuard {
-        GaugeGuard::new(&self.pending_resumable)
+        GaugeGuard::new(self.pending_resumable.here())
     }
 
     pub fn upstream_connect_error(&self) {
-        self.upstream_connect_errors.inc();
+        self.upstream_connect_errors.here().inc();
     }
 
     pub fn http_request(&self, method: HttpMethod) {
-        self.http_requests[method as usize].inc();
+        self.http_requests[method as usize].here().inc();
     }
 
     /// Adds forwarded response bytes; cheap enough to call per chunk (one atomic add).
     pub fn response_bytes(&self, n: u64) {
-        self.response_bytes.inc_by(n);
+        self.response_bytes.here().inc_by(n);
     }
 
     pub fn limit_hit(&self, limit: Limit) {
-        self.limit_hits[limit as usize].inc();
+        self.limit_hits[limit as usize].here().inc();
     }
 
     pub fn idempotent_replay(&self, result: ReplayResult) {
-        self.idempotent_replays[result as usize].inc();
+        self.idempotent_replays[result as usize].here().inc();
     }
 
     pub fn config_reload(&self, result: ReloadResult) {
-        self.config_reloads[result as usize].inc();
+        self.config_reloads[result as usize].here().inc();
     }
 
     /// Counts one agent connection whose TLS handshake failed.
     pub fn tls_handshake_error(&self, reason: TlsFailure) {
-        self.tls_handshake_errors[reason as usize].inc();
+        self.tls_handshake_errors[reason as usize].here().inc();
     }
 
     /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).
@@ -270,15 +277,15 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-fn counter(r: &Registry, name: &str, help: &str) -> Result<IntCounter, MetricsError> {
-    let c = IntCounter::with_opts(Opts::new(name, help))?;
-    r.register(Box::new(c.clone()))?;
+fn counter(r: &Registry, name: &str, help: &str) -> Result<Shards<IntCounter>, MetricsError> {
+    let c = Shards::try_new(|| IntCounter::with_opts(Opts::new(name, help)))?;
+    r.register(Box::new(Merged(c.clone())))?;
     Ok(c)
 }
 
-fn gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, MetricsError> {
-    let g = IntGauge::with_opts(Opts::new(name, help))?;
-    r.register(Box::new(g.clone()))?;
+fn gauge(r: &Registry, name: &str, help: &str) -> Result<Shards<IntGauge>, MetricsError> {
+    let g = Shards::try_new(|| IntGauge::with_opts(Opts::new(name, help)))?;
+    r.register(Box::new(Merged(g.clone())))?;
     Ok(g)
 }
 
@@ -316,13 +323,13 @@ impl<const N: usize> CounterFamily<N> {
         help: &str,
         labels: [&str; N],
     ) -> Result<Self, MetricsError> {
-        let vec = IntCounterVec::new(Opts::new(name, help), &labels)?;
-        r.register(Box::new(vec.clone()))?;
+        let vec = Shards::try_new(|| IntCounterVec::new(Opts::new(name, help), &labels))?;
+        r.register(Box::new(Merged(vec.clone())))?;
         Ok(CounterFamily(vec))
     }
 
-    fn get(&self, values: [&str; N]) -> IntCounter {
-        self.0.with_label_values(&values)
+    fn get(&self, values: [&str; N]) -> Shards<IntCounter> {
+        self.0.map(|vec| vec.with_label_values(&values))
     }
 }
 
@@ -337,12 +344,12 @@ impl<const N: usize> HistogramFamily<N> {
         buckets: &[f64],
     ) -> Result<Self, MetricsError> {
         let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
-        let vec = HistogramVec::new(opts, &labels)?;
-        r.register(Box::new(vec.clone()))?;
+        let vec = Shards::try_new(|| HistogramVec::new(opts.clone(), &labels))?;
+        r.register(Box::new(Merged(vec.clone())))?;
         Ok(HistogramFamily(vec))
     }
 
-    fn get(&self, values: [&str; N]) -> Histogram {
-        self.0.with_label_values(&values)
+    fn get(&self, values: [&str; N]) -> Shards<Histogram> {
+        self.0.map(|vec| vec.with_label_values(&values))
     }
 }

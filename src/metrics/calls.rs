@@ -12,6 +12,7 @@ use prometheus::{Histogram, IntCounter};
 use thread_local::ThreadLocal;
 
 use super::labels::{MAX_LABEL_BYTES, OTHER, RetryReason, SuppressReason};
+use super::shards::Shards;
 use super::{CounterFamily, HistogramFamily};
 use crate::classify::Outcome;
 
@@ -87,13 +88,13 @@ struct PairHandles {
     method: Box<str>,
     tool: Box<str>,
     outcomes: [OnceLock<OutcomeHandles>; Outcome::ALL.len()],
-    retries: [OnceLock<IntCounter>; RetryReason::COUNT],
-    suppressed: [OnceLock<IntCounter>; SuppressReason::COUNT],
+    retries: [OnceLock<Shards<IntCounter>>; RetryReason::COUNT],
+    suppressed: [OnceLock<Shards<IntCounter>>; SuppressReason::COUNT],
 }
 
 struct OutcomeHandles {
-    calls: IntCounter,
-    duration: Histogram,
+    calls: Shards<IntCounter>,
+    duration: Shards<Histogram>,
 }
 
 // === impl CallCache ===
@@ -220,8 +221,8 @@ impl CallHandles {
     /// Counts one finished call with its outcome (and thus layer), and observes its duration.
     pub fn record(&self, outcome: Outcome, duration: Duration) {
         let h = self.pair.outcome(outcome);
-        h.calls.inc();
-        h.duration.observe(duration.as_secs_f64());
+        h.calls.here().inc();
+        h.duration.here().observe(duration.as_secs_f64());
     }
 
     /// Counts one re-send of this call.
@@ -231,6 +232,7 @@ impl CallHandles {
                 self.pair
                     .reason(&self.pair.families.retries, reason.as_str())
             })
+            .here()
             .inc();
     }
 
@@ -241,6 +243,7 @@ impl CallHandles {
                 self.pair
                     .reason(&self.pair.families.suppressed, reason.as_str())
             })
+            .here()
             .inc();
     }
 
@@ -292,7 +295,7 @@ impl PairHandles {
         })
     }
 
-    fn reason(&self, family: &CounterFamily<3>, reason: &str) -> IntCounter {
+    fn reason(&self, family: &CounterFamily<3>, reason: &str) -> Shards<IntCounter> {
         family.get([&self.method, &self.tool, reason])
     }
 }

@@ -39,6 +39,11 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// A gauge's value, over its shards.
+fn total(gauge: &Shards<IntGauge>) -> i64 {
+    gauge.iter().map(IntGauge::get).sum()
+}
+
 fn metrics() -> Arc<Metrics> {
     Metrics::new(8, 8).expect("metric families register")
 }
@@ -229,12 +234,12 @@ fn gauge_guards_decrement_on_drop() {
     let a = m.inflight_guard(1);
     let b = m.inflight_guard(3);
     let s = m.sse_stream_guard();
-    assert_eq!(m.inflight.get(), 4);
-    assert_eq!(m.sse_streams_open.get(), 1);
+    assert_eq!(total(&m.inflight), 4);
+    assert_eq!(total(&m.sse_streams_open), 1);
     drop(a);
-    assert_eq!(m.inflight.get(), 3);
+    assert_eq!(total(&m.inflight), 3);
     drop((b, s));
-    assert_eq!((m.inflight.get(), m.sse_streams_open.get()), (0, 0));
+    assert_eq!((total(&m.inflight), total(&m.sse_streams_open)), (0, 0));
 }
 
 #[test]
@@ -425,4 +430,85 @@ fn with_call_gives_what_call_gives() {
     };
     assert_eq!((count("t0"), count("t1")), (2.0, 2.0));
     assert_eq!(count(OTHER), 2.0 * (tools.len() - 2) as f64);
+}
+
+/// Each worker writes a shard of its own (`shards.rs`); a scrape sums them, series by
+/// series: the same call counted on three threads is one series with the sum, the duration
+/// histogram's buckets, count and sum add up, a series only one shard has is there too, and a
+/// gauge raised on one thread and lowered on another is back to 0.
+#[test]
+fn a_scrape_sums_each_series_over_the_workers_shards() {
+    let m = metrics();
+    let guards: Vec<GaugeGuard> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..3)
+            .map(|worker| {
+                let m = &m;
+                s.spawn(move || {
+                    enter_shard(worker);
+                    let call = m.call("tools/call", "echo");
+                    for _ in 0..=worker {
+                        call.record(Outcome::ToolSuccess, Duration::from_millis(30));
+                    }
+                    if worker == 2 {
+                        call.record(Outcome::ToolError, Duration::from_secs(3));
+                    }
+                    m.http_request(HttpMethod::Post);
+                    m.response_bytes(100);
+                    m.inflight_guard(2)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let key = |outcome: &str, layer: &str| {
+        labels(&[
+            ("method", "tools/call"),
+            ("tool", "echo"),
+            ("layer", layer),
+            ("outcome", outcome),
+        ])
+    };
+    let mut calls = series(&m, "strata_calls_total");
+    calls.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        calls,
+        vec![
+            (key("TOOL_ERROR", "application"), 1.0),
+            (key("TOOL_SUCCESS", "application"), 6.0)
+        ]
+    );
+    let text = m.render();
+    let line = |prefix: &str, has: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix) && l.contains("TOOL_SUCCESS") && l.contains(has))
+            .map(str::to_owned)
+    };
+    let le = |bound: &str| {
+        line(
+            "strata_call_duration_seconds_bucket",
+            &format!("le=\"{bound}\""),
+        )
+    };
+    assert!(le("0.02").is_some_and(|l| l.ends_with(" 0")), "{text}");
+    assert!(le("0.05").is_some_and(|l| l.ends_with(" 6")), "{text}");
+    assert!(
+        line("strata_call_duration_seconds_count", "").is_some_and(|l| l.ends_with(" 6")),
+        "{text}"
+    );
+    let sum = line("strata_call_duration_seconds_sum", "")
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(sum.is_some_and(|s| (s - 0.18).abs() < 1e-9), "{sum:?}");
+    assert_eq!(
+        series(&m, "strata_http_requests_total")
+            .into_iter()
+            .find(|(l, _)| l == &labels(&[("method", "POST")])),
+        Some((labels(&[("method", "POST")]), 3.0))
+    );
+    assert_eq!(series(&m, "strata_response_bytes_total")[0].1, 300.0);
+    assert_eq!(series(&m, "strata_inflight_calls")[0].1, 6.0);
+    // Lowered here, on a thread of no worker's: each guard takes back what it added where it
+    // added it.
+    drop(guards);
+    assert_eq!(series(&m, "strata_inflight_calls")[0].1, 0.0);
+    assert!(m.inflight.iter().all(|g| g.get() == 0));
 }

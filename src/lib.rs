@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod metrics;
+pub mod per_worker;
 pub mod policy;
 pub mod proxy;
 pub mod telemetry;

@@ -24,9 +24,9 @@ pub use labels::{
     SuppressReason, TlsFailure,
 };
 
+use crate::per_worker::PerWorker;
 use calls::{CallCache, CallFamilies};
-pub use shards::enter as enter_shard;
-use shards::{Merged, Shards};
+use shards::Merged;
 
 /// Histogram buckets for call durations, in seconds: the explicit boundaries OpenTelemetry's MCP
 /// semantic conventions give `mcp.client.operation.duration` and `mcp.server.operation.duration`,
@@ -40,17 +40,17 @@ pub const CALL_DURATION_BUCKETS: [f64; 14] = [
 pub struct Metrics {
     registry: Registry,
     calls: CallCache,
-    // Each series a shard per worker (`metrics/shards.rs`).
-    inflight: Shards<IntGauge>,
-    sse_streams_open: Shards<IntGauge>,
-    pending_resumable: Shards<IntGauge>,
-    upstream_connect_errors: Shards<IntCounter>,
-    response_bytes: Shards<IntCounter>,
-    http_requests: [Shards<IntCounter>; HttpMethod::COUNT],
-    limit_hits: [Shards<IntCounter>; Limit::COUNT],
-    idempotent_replays: [Shards<IntCounter>; ReplayResult::COUNT],
-    config_reloads: [Shards<IntCounter>; ReloadResult::COUNT],
-    tls_handshake_errors: [Shards<IntCounter>; TlsFailure::COUNT],
+    // Each series a copy per worker, summed when scraped (`metrics/shards.rs`).
+    inflight: PerWorker<IntGauge>,
+    sse_streams_open: PerWorker<IntGauge>,
+    pending_resumable: PerWorker<IntGauge>,
+    upstream_connect_errors: PerWorker<IntCounter>,
+    response_bytes: PerWorker<IntCounter>,
+    http_requests: [PerWorker<IntCounter>; HttpMethod::COUNT],
+    limit_hits: [PerWorker<IntCounter>; Limit::COUNT],
+    idempotent_replays: [PerWorker<IntCounter>; ReplayResult::COUNT],
+    config_reloads: [PerWorker<IntCounter>; ReloadResult::COUNT],
+    tls_handshake_errors: [PerWorker<IntCounter>; TlsFailure::COUNT],
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -63,12 +63,29 @@ pub struct MetricsError(#[from] prometheus::Error);
 #[must_use = "the gauge is decremented as soon as the guard is dropped"]
 pub struct GaugeGuard(IntGauge, i64);
 
+/// `strata_response_bytes_total`, one worker's copy ([`Metrics::response_bytes_here`]).
+#[derive(Clone)]
+pub struct ResponseBytes(IntCounter);
+
+impl ResponseBytes {
+    /// Adds `n` forwarded response bytes.
+    pub fn add(&self, n: u64) {
+        self.0.inc_by(n);
+    }
+}
+
+impl std::fmt::Debug for ResponseBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ResponseBytes").field(&self.0.get()).finish()
+    }
+}
+
 /// A counter family whose label arity is part of its type, so a lookup with the wrong number
 /// of values does not compile (`with_label_values` would panic on a mismatch).
-struct CounterFamily<const N: usize>(Shards<IntCounterVec>);
+struct CounterFamily<const N: usize>(PerWorker<IntCounterVec>);
 
 /// As [`CounterFamily`], for histograms.
-struct HistogramFamily<const N: usize>(Shards<HistogramVec>);
+struct HistogramFamily<const N: usize>(PerWorker<HistogramVec>);
 
 // === impl Metrics ===
 
@@ -233,6 +250,12 @@ impl Metrics {
         self.response_bytes.here().inc_by(n);
     }
 
+    /// This worker's copy of the response byte counter, for a body to add to as it goes:
+    /// no reference to the shared [`Metrics`] per body, whose count both workers would write.
+    pub fn response_bytes_here(&self) -> ResponseBytes {
+        ResponseBytes(self.response_bytes.here().clone())
+    }
+
     pub fn limit_hit(&self, limit: Limit) {
         self.limit_hits[limit as usize].here().inc();
     }
@@ -277,14 +300,14 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-fn counter(r: &Registry, name: &str, help: &str) -> Result<Shards<IntCounter>, MetricsError> {
-    let c = Shards::try_new(|| IntCounter::with_opts(Opts::new(name, help)))?;
+fn counter(r: &Registry, name: &str, help: &str) -> Result<PerWorker<IntCounter>, MetricsError> {
+    let c = PerWorker::try_new(|| IntCounter::with_opts(Opts::new(name, help)))?;
     r.register(Box::new(Merged(c.clone())))?;
     Ok(c)
 }
 
-fn gauge(r: &Registry, name: &str, help: &str) -> Result<Shards<IntGauge>, MetricsError> {
-    let g = Shards::try_new(|| IntGauge::with_opts(Opts::new(name, help)))?;
+fn gauge(r: &Registry, name: &str, help: &str) -> Result<PerWorker<IntGauge>, MetricsError> {
+    let g = PerWorker::try_new(|| IntGauge::with_opts(Opts::new(name, help)))?;
     r.register(Box::new(Merged(g.clone())))?;
     Ok(g)
 }
@@ -323,12 +346,12 @@ impl<const N: usize> CounterFamily<N> {
         help: &str,
         labels: [&str; N],
     ) -> Result<Self, MetricsError> {
-        let vec = Shards::try_new(|| IntCounterVec::new(Opts::new(name, help), &labels))?;
+        let vec = PerWorker::try_new(|| IntCounterVec::new(Opts::new(name, help), &labels))?;
         r.register(Box::new(Merged(vec.clone())))?;
         Ok(CounterFamily(vec))
     }
 
-    fn get(&self, values: [&str; N]) -> Shards<IntCounter> {
+    fn get(&self, values: [&str; N]) -> PerWorker<IntCounter> {
         self.0.map(|vec| vec.with_label_values(&values))
     }
 }
@@ -344,12 +367,12 @@ impl<const N: usize> HistogramFamily<N> {
         buckets: &[f64],
     ) -> Result<Self, MetricsError> {
         let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
-        let vec = Shards::try_new(|| HistogramVec::new(opts.clone(), &labels))?;
+        let vec = PerWorker::try_new(|| HistogramVec::new(opts.clone(), &labels))?;
         r.register(Box::new(Merged(vec.clone())))?;
         Ok(HistogramFamily(vec))
     }
 
-    fn get(&self, values: [&str; N]) -> Shards<Histogram> {
+    fn get(&self, values: [&str; N]) -> PerWorker<Histogram> {
         self.0.map(|vec| vec.with_label_values(&values))
     }
 }

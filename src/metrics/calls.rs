@@ -12,9 +12,9 @@ use prometheus::{Histogram, IntCounter};
 use thread_local::ThreadLocal;
 
 use super::labels::{MAX_LABEL_BYTES, OTHER, RetryReason, SuppressReason};
-use super::shards::Shards;
 use super::{CounterFamily, HistogramFamily};
 use crate::classify::Outcome;
+use crate::per_worker::PerWorker;
 
 /// A map with foldhash (see [`CacheInner`]).
 type FastMap<K, V> = HashMap<K, V, RandomState>;
@@ -88,13 +88,13 @@ struct PairHandles {
     method: Box<str>,
     tool: Box<str>,
     outcomes: [OnceLock<OutcomeHandles>; Outcome::ALL.len()],
-    retries: [OnceLock<Shards<IntCounter>>; RetryReason::COUNT],
-    suppressed: [OnceLock<Shards<IntCounter>>; SuppressReason::COUNT],
+    retries: [OnceLock<PerWorker<IntCounter>>; RetryReason::COUNT],
+    suppressed: [OnceLock<PerWorker<IntCounter>>; SuppressReason::COUNT],
 }
 
 struct OutcomeHandles {
-    calls: Shards<IntCounter>,
-    duration: Shards<Histogram>,
+    calls: PerWorker<IntCounter>,
+    duration: PerWorker<Histogram>,
 }
 
 // === impl CallCache ===
@@ -295,7 +295,7 @@ impl PairHandles {
         })
     }
 
-    fn reason(&self, family: &CounterFamily<3>, reason: &str) -> Shards<IntCounter> {
+    fn reason(&self, family: &CounterFamily<3>, reason: &str) -> PerWorker<IntCounter> {
         family.get([&self.method, &self.tool, reason])
     }
 }

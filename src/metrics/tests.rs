@@ -40,7 +40,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 /// A gauge's value, over its shards.
-fn total(gauge: &Shards<IntGauge>) -> i64 {
+fn total(gauge: &PerWorker<IntGauge>) -> i64 {
     gauge.iter().map(IntGauge::get).sum()
 }
 
@@ -444,7 +444,7 @@ fn a_scrape_sums_each_series_over_the_workers_shards() {
             .map(|worker| {
                 let m = &m;
                 s.spawn(move || {
-                    enter_shard(worker);
+                    crate::per_worker::enter(worker);
                     let call = m.call("tools/call", "echo");
                     for _ in 0..=worker {
                         call.record(Outcome::ToolSuccess, Duration::from_millis(30));

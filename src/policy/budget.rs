@@ -9,19 +9,25 @@ use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::RetryBudget;
+use crate::per_worker::{Line, PerWorker};
 
-/// Per-second buckets of (calls, retries).
+/// Per-second buckets of calls and of retries.
+///
+/// Every call deposits, few withdraw: the calls are counted in a window per worker
+/// (`per_worker.rs`), each on lines of its own, so the lock every call takes is one only its
+/// worker takes; a withdrawal sums them.
 pub struct Budget {
     ratio: f64,
     min_per_second: u32,
-    inner: Mutex<Window>,
+    calls: PerWorker<Line<Mutex<Window>>>,
+    retries: Mutex<Window>,
 }
 
+/// A count per second over the budget's window.
 struct Window {
     start: Instant,
     /// Bucket i counts second `start + i` modulo the window length.
-    calls: Vec<u64>,
-    retries: Vec<u64>,
+    counts: Vec<u64>,
     /// The last second (since `start`) a bucket was cleared for.
     last: u64,
 }
@@ -29,42 +35,30 @@ struct Window {
 impl Budget {
     pub fn new(config: &RetryBudget) -> Budget {
         let seconds = config.window.as_secs().max(1) as usize;
+        let start = Instant::now();
         Budget {
             ratio: config.ratio,
             min_per_second: config.min_per_second,
-            inner: Mutex::new(Window {
-                start: Instant::now(),
-                calls: vec![0; seconds],
-                retries: vec![0; seconds],
-                last: 0,
-            }),
+            calls: PerWorker::new(|| Line(Mutex::new(Window::new(start, seconds)))),
+            retries: Mutex::new(Window::new(start, seconds)),
         }
-    }
-
-    fn window(&self, now: Instant) -> std::sync::MutexGuard<'_, Window> {
-        let mut w = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        w.advance(now);
-        w
     }
 
     /// A call was made (its first attempt) at `now` (the caller's clock reading: one fewer
     /// per call).
     pub fn deposit(&self, now: Instant) {
-        let mut w = self.window(now);
-        let i = w.slot();
-        w.calls[i] += 1;
+        lock(&self.calls.here().0).add(now);
     }
 
     /// Takes one retry from the budget; false when it is spent.
     pub fn withdraw(&self) -> bool {
-        let mut w = self.window(Instant::now());
-        let seconds = w.calls.len() as f64;
-        let calls: u64 = w.calls.iter().sum();
-        let retries: u64 = w.retries.iter().sum();
+        let now = Instant::now();
+        let calls: u64 = self.calls.iter().map(|w| lock(&w.0).sum(now)).sum();
+        let mut retries = lock(&self.retries);
+        let seconds = retries.counts.len() as f64;
         let allowed = self.ratio * calls as f64 + f64::from(self.min_per_second) * seconds;
-        if (retries as f64) < allowed.floor() {
-            let i = w.slot();
-            w.retries[i] += 1;
+        if (retries.sum(now) as f64) < allowed.floor() {
+            retries.add(now);
             true
         } else {
             false
@@ -72,26 +66,50 @@ impl Budget {
     }
 }
 
+// A poisoned lock only means a thread panicked holding it; the counts are still counts.
+fn lock(window: &Mutex<Window>) -> std::sync::MutexGuard<'_, Window> {
+    window.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Window {
-    fn second(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.start).as_secs()
+    fn new(start: Instant, seconds: usize) -> Window {
+        // At least 128 bytes of buckets: the windows of two workers, allocated one after the
+        // other, then write no cache line in common.
+        let mut counts = Vec::with_capacity(seconds.max(16));
+        counts.resize(seconds, 0);
+        Window {
+            start,
+            counts,
+            last: 0,
+        }
     }
 
-    fn slot(&self) -> usize {
-        (self.last % self.calls.len() as u64) as usize
+    /// Counts one at `now`.
+    fn add(&mut self, now: Instant) {
+        self.advance(now);
+        let len = self.counts.len() as u64;
+        if let Some(count) = self.counts.get_mut((self.last % len) as usize) {
+            *count += 1;
+        }
     }
 
-    /// Clears the buckets of the seconds that passed since the last call.
+    /// The count over the window that ends at `now`.
+    fn sum(&mut self, now: Instant) -> u64 {
+        self.advance(now);
+        self.counts.iter().sum()
+    }
+
+    /// Clears the buckets of the seconds that passed since the last count.
     fn advance(&mut self, now: Instant) {
-        let second = self.second(now);
-        let len = self.calls.len() as u64;
+        let second = now.saturating_duration_since(self.start).as_secs();
+        let len = self.counts.len() as u64;
         let passed = second.saturating_sub(self.last).min(len);
         for k in 1..=passed {
-            let i = ((self.last + k) % len) as usize;
-            self.calls[i] = 0;
-            self.retries[i] = 0;
+            if let Some(count) = self.counts.get_mut(((self.last + k) % len) as usize) {
+                *count = 0;
+            }
         }
-        self.last = second;
+        self.last = self.last.max(second);
     }
 }
 
@@ -136,5 +154,25 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(8)).await;
         assert_eq!((0..100).filter(|_| b.withdraw()).count(), 10);
+    }
+
+    /// Each worker counts its calls in a window of its own; a withdrawal, on any thread,
+    /// counts them all.
+    #[test]
+    fn calls_deposited_on_every_worker_count() {
+        let b = budget(0.5, 0);
+        std::thread::scope(|s| {
+            for worker in 0..3 {
+                let b = &b;
+                s.spawn(move || {
+                    crate::per_worker::enter(worker);
+                    for _ in 0..10 {
+                        b.deposit(Instant::now());
+                    }
+                });
+            }
+        });
+        let granted = (0..100).filter(|_| b.withdraw()).count();
+        assert_eq!(granted, 15, "half of 30 calls");
     }
 }

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::h1_conns::ResponseBody;
-use crate::metrics::Metrics;
+use crate::metrics::ResponseBytes;
 
 /// Errors of bodies on the data path (hyper's, or strata's idle timeout).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -145,7 +144,8 @@ pub enum FromUpstream {
 pub struct UpstreamBody {
     inner: FromUpstream,
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
-    metrics: Arc<Metrics>,
+    /// `strata_response_bytes_total`, this worker's copy.
+    bytes: ResponseBytes,
     /// The head, or a data frame, went to hyper since this body last returned `Pending`.
     unflushed: bool,
     /// An error held back until what came before it was flushed, and the yield that waits for
@@ -168,12 +168,12 @@ pub enum ProxyBody<S: BodySink> {
 // === impl UpstreamBody ===
 
 impl UpstreamBody {
-    pub fn new(inner: FromUpstream, idle: Option<Duration>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(inner: FromUpstream, idle: Option<Duration>, bytes: ResponseBytes) -> Self {
         let idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
         UpstreamBody {
             inner,
             idle,
-            metrics,
+            bytes,
             unflushed: true,
             deferred: None,
         }
@@ -215,7 +215,7 @@ impl Body for UpstreamBody {
                 if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
                     && let Some(data) = data
                 {
-                    this.metrics.response_bytes(data.len() as u64);
+                    this.bytes.add(data.len() as u64);
                     this.unflushed = true;
                 }
                 if let Some((limit, sleep)) = this.idle.as_mut() {

@@ -20,6 +20,7 @@ use super::origin::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
 
 /// What every tracker of one proxy shares.
+#[derive(Clone)]
 pub struct CallContext {
     pub metrics: Arc<Metrics>,
     /// The upstream as logged (`http://host:port`).

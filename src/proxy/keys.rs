@@ -78,7 +78,7 @@ impl Proxy {
         let Some(fp) = fingerprint(target, body) else {
             return KeyClaim::None;
         };
-        let metrics = &self.ctx.metrics;
+        let metrics = &self.ctx().metrics;
         match self.carried.idempotency.claim(&key, fp.fingerprint).await {
             Ok(Claim::Fresh(ticket)) => KeyClaim::Fresh(ticket, fp.ids),
             Ok(Claim::Done(record)) => {

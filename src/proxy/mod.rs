@@ -41,6 +41,7 @@ use tokio::time::Instant;
 
 use crate::config::{self, Config, HostHeader};
 use crate::metrics::{HttpMethod, Limit, Metrics};
+use crate::per_worker::PerWorker;
 
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
@@ -107,7 +108,9 @@ pub struct Proxy {
     /// `http://` upstreams: strata's own HTTP/1.1 connections (`h1_conns.rs`), for requests
     /// whose body is known whole; `https://` ones, and streamed bodies, go through `client`.
     h1: Option<Arc<H1Conns>>,
-    ctx: Arc<CallContext>,
+    /// A copy per worker (`per_worker.rs`): each call clones its worker's, and a reference
+    /// count both workers wrote on every call moved its cache line between cores each time.
+    ctxs: PerWorker<Arc<CallContext>>,
     scheme: Scheme,
     authority: Authority,
     rewrite_host: bool,
@@ -225,7 +228,7 @@ impl Proxy {
         };
         let upstream: Arc<str> = format!("{}://{}", scheme, config.upstream.authority).into();
         let trusted = config.policy.trust_annotations;
-        let ctx = Arc::new(CallContext {
+        let ctx = CallContext {
             metrics: carried.metrics.clone(),
             upstream,
             log_error_messages: config.log.error_messages,
@@ -233,7 +236,7 @@ impl Proxy {
             clients: carried.clients.clone(),
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
-        });
+        };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(
                 &config.upstream.authority,
@@ -244,7 +247,7 @@ impl Proxy {
         Ok(Arc::new(Proxy {
             client,
             h1,
-            ctx,
+            ctxs: PerWorker::new(|| Arc::new(ctx.clone())),
             scheme,
             authority: config.upstream.authority.clone(),
             rewrite_host: config.host_header == HostHeader::Upstream,
@@ -312,12 +315,17 @@ impl Proxy {
             && self.policy.retries_enabled()
     }
 
+    /// The call context, this worker's copy.
+    fn ctx(&self) -> &Arc<CallContext> {
+        self.ctxs.here()
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.ctx.metrics
+        &self.ctx().metrics
     }
 
     pub fn resume_registry(&self) -> &Arc<ResumeRegistry> {
-        &self.ctx.resume
+        &self.ctx().resume
     }
 
     /// Serves one agent request.
@@ -348,7 +356,7 @@ impl Proxy {
         async move {
             let agent = peer.addr;
             let started = Instant::now();
-            self.ctx
+            self.ctx()
                 .metrics
                 .http_request(HttpMethod::from_http(req.method()));
             let (mut parts, body) = req.into_parts();
@@ -360,7 +368,7 @@ impl Proxy {
             // Before anything is read or forwarded: a browser page from another origin must not
             // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
             if !self.origin_allowed(headers) {
-                self.ctx.metrics.limit_hit(Limit::Origin);
+                self.ctx().metrics.limit_hit(Limit::Origin);
                 tracing::debug!("request refused: its Origin is not in `origins`");
                 return Ok(local::response(LocalError::OriginForbidden));
             }
@@ -386,7 +394,7 @@ impl Proxy {
                 &session,
                 headers.get(Known::LastEventId),
             ) {
-                resumed = self.ctx.resume.take_for_resume(session, last);
+                resumed = self.ctx().resume.take_for_resume(session, last);
             }
             let first_body = if parts.method == Method::POST {
                 if self.policy.retries_enabled() || has_key {
@@ -407,7 +415,7 @@ impl Proxy {
                             RequestBody::Replay(Some(bytes))
                         }
                         Ok(Buffered::Over { prefix, rest }) => {
-                            self.ctx.metrics.limit_hit(Limit::ReplayBuffer);
+                            self.ctx().metrics.limit_hit(Limit::ReplayBuffer);
                             body_kind = BodyKind::Over;
                             let (i, sink) = Inspection::streaming(self.inspect_cap);
                             inspection = Some(i);
@@ -418,7 +426,7 @@ impl Proxy {
                             return Ok(local::response(LocalError::BadRequestBody));
                         }
                         Err(ReadError::Idle) => {
-                            self.ctx.metrics.limit_hit(Limit::RequestBodyTimeout);
+                            self.ctx().metrics.limit_hit(Limit::RequestBodyTimeout);
                             tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
                             return Ok(local::response(LocalError::RequestBodyTimeout));
                         }
@@ -574,7 +582,7 @@ impl Proxy {
                         }
                     }
                 };
-                let (failure, outcome) = attempt_failure(sent, &self.ctx.metrics);
+                let (failure, outcome) = attempt_failure(sent, &self.ctx().metrics);
                 let Some(failure) = failure.filter(|_| plan.applies) else {
                     break outcome;
                 };
@@ -593,7 +601,7 @@ impl Proxy {
                 };
                 match self.policy.next(failure, &attempt) {
                     Next::Retry { wait, reason } => {
-                        waiting.count(&self.ctx.metrics, |h| h.retry(reason));
+                        waiting.count(&self.ctx().metrics, |h| h.retry(reason));
                         waiting.statuses.push(failure.status());
                         waiting.attempts += 1;
                         drop(outcome);
@@ -601,7 +609,7 @@ impl Proxy {
                     }
                     Next::GiveUp(why) => {
                         if let Some(why) = why {
-                            waiting.count(&self.ctx.metrics, |h| h.suppressed(why));
+                            waiting.count(&self.ctx().metrics, |h| h.suppressed(why));
                         }
                         break outcome;
                     }
@@ -649,7 +657,11 @@ impl Proxy {
                 Some(fields) => Headers::Own(fields),
                 None => Headers::Map(&parts.headers),
             };
-            let body = UpstreamBody::new(body, self.body_idle, self.ctx.metrics.clone());
+            let body = UpstreamBody::new(
+                body,
+                self.body_idle,
+                self.ctx().metrics.response_bytes_here(),
+            );
             let body = match waiting.take_tracker() {
                 Some(mut tracker) => {
                     tracker.response_head(parts.status.as_u16(), headers.get(Known::ContentType));
@@ -674,7 +686,7 @@ impl Proxy {
                         && parts.status.is_success()
                         && let Some(session) = &ended_session
                     {
-                        self.ctx.clients.forget(session);
+                        self.ctx().clients.forget(session);
                     }
                     ProxyBody::Plain(body)
                 }

@@ -48,7 +48,7 @@ impl Waiting<'_> {
             self.proxy.policy.deposit(self.started);
         }
         if let Some(sent) = &self.body {
-            let recent = &self.proxy.ctx.recent;
+            let recent = &self.proxy.ctx().recent;
             let session = self.session.as_deref();
             let again = |method: &str, tool: &str| {
                 recent.is_retry(session, method, tool, sent.target(), sent.body())
@@ -108,7 +108,7 @@ impl Waiting<'_> {
 
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
-        let ctx = self.proxy.ctx.clone();
+        let ctx = self.proxy.ctx().clone();
         if let Some(mut inspection) = self.inspection.take() {
             // Not read yet only when the wait ended before the first attempt's first poll.
             inspection.read();

@@ -69,8 +69,8 @@ impl Workers {
                 .name(format!("strata-worker-{i}"))
                 .spawn(move || {
                     let _logs = tracing::dispatcher::set_default(&dispatch);
-                    // Counters this worker writes are its own (`metrics/shards.rs`).
-                    crate::metrics::enter_shard(i);
+                    // What every call writes, this worker has a copy of (`per_worker.rs`).
+                    crate::per_worker::enter(i);
                     // Call records written together while the runtime has work, out when it
                     // parks (`telemetry/stdout.rs`).
                     crate::telemetry::batch_log_lines();

@@ -37,7 +37,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::{AgentBody, AnswerFields, CurrentProxy, FromAgent, HeadTimer, Peer, ProxyCache};
+use super::{
+    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, Peer, ProxyCache,
+};
 
 mod read_request;
 mod request;
@@ -111,7 +113,7 @@ struct Conn {
 /// upstream's answer to it. Each lives as long as the connection and is reset, not made
 /// anew (`serve`).
 struct Timers<'a> {
-    header_read: Pin<&'a mut Sleep>,
+    header_read: Deadline<'a>,
     response_head: Pin<&'a mut Sleep>,
 }
 
@@ -144,28 +146,29 @@ pub(super) async fn serve(
         read: BytesMut::new(),
         out: Vec::new(),
     };
-    // One timer for the connection's life, reset for each head rather than made anew: it
+    // One timer for the connection's life, set for each head rather than made anew: it
     // stays registered while the exchange runs, so the next one is never the earliest timer
     // of the runtime. A timer that is — a new one, each
     // exchange — makes tokio wake its own driver (an `eventfd` write, and one more
-    // `epoll_wait`) on every call (strace, `bench/README.md`).
+    // `epoll_wait`) on every call (strace, `bench/README.md`). Nor is it reset per head: the
+    // next head's deadline is later, and the timer moves on to it when it goes off early
+    // (`head_timer::Deadline`).
     let mut header_read = Box::pin(tokio::time::sleep_until(first_deadline));
+    let mut head_deadline = first_deadline;
     // The response-head timeout's, lent to each call (`head_timer.rs`); registered at the
     // first call's reset.
     let mut response_head = Box::pin(tokio::time::sleep_until(first_deadline));
     let mut cache = proxy.cache();
     loop {
         let timers = Timers {
-            header_read: header_read.as_mut(),
+            header_read: Deadline::new(header_read.as_mut(), head_deadline),
             response_head: response_head.as_mut(),
         };
         match conn
             .exchange(&mut cache, peer, settings, timers, started, stopping)
             .await
         {
-            Ok(()) => header_read
-                .as_mut()
-                .reset(Instant::now() + settings.header_read),
+            Ok(()) => head_deadline = Instant::now() + settings.header_read,
             Err(Stop::End(served)) => return served,
             Err(Stop::HandOver) => {
                 return Served::HandOver(Rewound::new(conn.read.freeze(), conn.tcp));
@@ -244,7 +247,7 @@ impl Conn {
     async fn read_head(
         &mut self,
         limits: HeadLimits,
-        mut header_read: Pin<&mut Sleep>,
+        mut header_read: Deadline<'_>,
         first: bool,
         stopping: &mut watch::Receiver<()>,
     ) -> Result<Head, Stop> {
@@ -262,7 +265,7 @@ impl Conn {
             let read = tokio::select! {
                 biased;
                 read = poll_fn(|cx| self.poll_fill(cx)) => read,
-                () = header_read.as_mut() => {
+                () = poll_fn(|cx| header_read.poll_passed(cx)) => {
                     return Err(if first { Served::HeaderTimeout } else { Served::Closed }.into());
                 }
                 // Resolves (with an error) once strata shuts down.

@@ -202,6 +202,42 @@ async fn an_idle_keep_alive_connection_closes_after_header_read_uncounted() {
     assert_eq!(support::agent::limit_hits(&strata, "header_timeout"), hits);
 }
 
+/// At shutdown an idle keep-alive connection is closed at once — not left to
+/// `timeouts.header_read` or the drain deadline — after any number of exchanges: a connection
+/// waits for shutdown once for its life, from its first idle read (`agent_h1.rs`).
+#[tokio::test]
+async fn shutdown_closes_an_idle_keep_alive_connection_at_once() {
+    let (_upstream, strata) = support::agent::setup(|c| {
+        c.timeouts.header_read = Duration::from_secs(60);
+        c.timeouts.drain = Duration::from_secs(30);
+    })
+    .await;
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    for round in 0..3 {
+        io.write_all(post(&format!("before{round}"), "").as_bytes())
+            .await
+            .unwrap();
+        let got = read_answer(&mut io).await;
+        assert!(
+            got.starts_with("HTTP/1.1 200 OK\r\n"),
+            "round {round}: {got}"
+        );
+    }
+    let stopping = tokio::time::Instant::now();
+    let stopped = tokio::spawn(strata.stop());
+    let rest = read_all(&mut io).await;
+    assert_eq!(rest, "", "closed without a byte");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "closed after {:?}",
+        stopping.elapsed()
+    );
+    timeout(Duration::from_secs(5), stopped)
+        .await
+        .expect("strata stopped without waiting for the drain deadline")
+        .unwrap();
+}
+
 /// A body far larger than one read (300 KiB, within a raised `retry.replay_buffer`) arriving
 /// in pieces is read whole and forwarded intact.
 #[tokio::test]

@@ -245,13 +245,9 @@ impl Metrics {
         self.http_requests[method as usize].here().inc();
     }
 
-    /// Adds forwarded response bytes; cheap enough to call per chunk (one atomic add).
-    pub fn response_bytes(&self, n: u64) {
-        self.response_bytes.here().inc_by(n);
-    }
-
-    /// This worker's copy of the response byte counter, for a body to add to as it goes:
-    /// no reference to the shared [`Metrics`] per body, whose count both workers would write.
+    /// This worker's copy of the response byte counter, for a body to add to as it goes
+    /// (one atomic add per chunk): no reference to the shared [`Metrics`] per body, whose
+    /// count both workers would write.
     pub fn response_bytes_here(&self) -> ResponseBytes {
         ResponseBytes(self.response_bytes.here().clone())
     }

@@ -59,7 +59,7 @@ fn exercise(m: &Metrics) {
     let _pending = m.pending_resumable_guard();
     m.upstream_connect_error();
     m.http_request(HttpMethod::Post);
-    m.response_bytes(10);
+    m.response_bytes_here().add(10);
     m.limit_hit(Limit::HeaderSize);
     m.idempotent_replay(ReplayResult::Replayed);
     m.config_reload(ReloadResult::Ok);
@@ -453,7 +453,7 @@ fn a_scrape_sums_each_series_over_the_workers_shards() {
                         call.record(Outcome::ToolError, Duration::from_secs(3));
                     }
                     m.http_request(HttpMethod::Post);
-                    m.response_bytes(100);
+                    m.response_bytes_here().add(100);
                     m.inflight_guard(2)
                 })
             })

@@ -73,9 +73,9 @@ fn lock(window: &Mutex<Window>) -> std::sync::MutexGuard<'_, Window> {
 
 impl Window {
     fn new(start: Instant, seconds: usize) -> Window {
-        // At least 128 bytes of buckets: the windows of two workers, allocated one after the
-        // other, then write no cache line in common.
-        let mut counts = Vec::with_capacity(seconds.max(16));
+        // 64 bytes unused after the buckets: the windows of two workers, allocated one after
+        // the other, then write no cache line in common.
+        let mut counts = Vec::with_capacity(seconds + 8);
         counts.resize(seconds, 0);
         Window {
             start,

@@ -110,8 +110,8 @@ struct Conn {
 }
 
 /// The connection's timers, lent to an exchange: one for the next head, one for the
-/// upstream's answer to it. Each lives as long as the connection and is reset, not made
-/// anew (`serve`).
+/// upstream's answer to it. Each lives as long as the connection and is set for each
+/// exchange, not made anew (`serve`, `head_timer::Deadline`).
 struct Timers<'a> {
     header_read: Deadline<'a>,
     response_head: Pin<&'a mut Sleep>,
@@ -314,7 +314,7 @@ impl Conn {
                 () = poll_fn(|cx| header_read.poll_passed(cx)) => {
                     return Err(if first { Served::HeaderTimeout } else { Served::Closed }.into());
                 }
-                // Resolves (with an error) once strata shuts down.
+                // Resolves once strata shuts down.
                 () = poll_fn(|cx| shutdown.poll_begun(cx)), if idle => continue,
             };
             match read {

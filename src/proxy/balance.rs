@@ -82,7 +82,7 @@ impl Balance {
     /// The worker that takes a connection `worker` accepted: the one with the fewest open,
     /// `worker` itself on a tie; counted there. Two workers choosing at once may each miss
     /// the other's choice: off by one at worst.
-    fn seat(&self, worker: usize) -> usize {
+    fn choose(&self, worker: usize) -> usize {
         let mut chosen = (worker, self.open(worker));
         for (other, seats) in self.workers.iter().enumerate() {
             let open = seats.open.load(Ordering::Relaxed);
@@ -153,7 +153,7 @@ impl WorkerListener {
             let (stream, agent) = tokio::select! {
                 accepted = self.listener.accept() => {
                     let (stream, agent) = accepted?;
-                    let to = self.balance.seat(self.worker);
+                    let to = self.balance.choose(self.worker);
                     if to == self.worker {
                         return Ok((stream, agent, self.seat()));
                     }
@@ -184,11 +184,6 @@ impl WorkerListener {
             balance: self.balance.clone(),
             worker: self.worker,
         }
-    }
-
-    /// The address the socket listens on.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
     }
 }
 

@@ -41,6 +41,13 @@ async fn read_all(io: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// Sends a call to `tool` on `io` and checks it was answered 200 OK.
+async fn answered_ok(io: &mut TcpStream, tool: &str) {
+    io.write_all(post(tool, "").as_bytes()).await.unwrap();
+    let got = read_answer(io).await;
+    assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{tool}: {got}");
+}
+
 /// Reads one answer: its head, then its `content-length` bytes.
 async fn read_answer(io: &mut TcpStream) -> String {
     let mut got = Vec::new();
@@ -178,14 +185,7 @@ async fn an_idle_keep_alive_connection_closes_after_header_read_uncounted() {
     let mut io = TcpStream::connect(strata.listen).await.unwrap();
     // Four exchanges 150 ms apart: 600 ms in all, past the limit, and all answered.
     for round in 0..4 {
-        io.write_all(post(&format!("busy{round}"), "").as_bytes())
-            .await
-            .unwrap();
-        let got = read_answer(&mut io).await;
-        assert!(
-            got.starts_with("HTTP/1.1 200 OK\r\n"),
-            "round {round}: {got}"
-        );
+        answered_ok(&mut io, &format!("busy{round}")).await;
         sleep(Duration::from_millis(150)).await;
     }
     let idle_from = tokio::time::Instant::now();
@@ -214,14 +214,7 @@ async fn shutdown_closes_an_idle_keep_alive_connection_at_once() {
     .await;
     let mut io = TcpStream::connect(strata.listen).await.unwrap();
     for round in 0..3 {
-        io.write_all(post(&format!("before{round}"), "").as_bytes())
-            .await
-            .unwrap();
-        let got = read_answer(&mut io).await;
-        assert!(
-            got.starts_with("HTTP/1.1 200 OK\r\n"),
-            "round {round}: {got}"
-        );
+        answered_ok(&mut io, &format!("before{round}")).await;
     }
     let stopping = tokio::time::Instant::now();
     let stopped = tokio::spawn(strata.stop());

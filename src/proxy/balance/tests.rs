@@ -11,6 +11,15 @@ fn shared_listener() -> (std::net::TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// A balance of two workers, both listening on one socket.
+fn two_workers() -> (Arc<Balance>, WorkerListener, WorkerListener, SocketAddr) {
+    let (listener, addr) = shared_listener();
+    let balance = Balance::new(2);
+    let first = balance.listen(0, listener.try_clone().unwrap()).unwrap();
+    let second = balance.listen(1, listener).unwrap();
+    (balance, first.unwrap(), second.unwrap(), addr)
+}
+
 async fn accept(listener: &mut WorkerListener) -> (TcpStream, Seat) {
     let (stream, _, seat) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
         .await
@@ -24,13 +33,7 @@ async fn accept(listener: &mut WorkerListener) -> (TcpStream, Seat) {
 /// the next connection goes where it was freed.
 #[tokio::test]
 async fn each_connection_goes_to_the_worker_with_the_fewest_open() {
-    let (listener, addr) = shared_listener();
-    let balance = Balance::new(2);
-    let mut first = balance
-        .listen(0, listener.try_clone().unwrap())
-        .unwrap()
-        .unwrap();
-    let mut second = balance.listen(1, listener).unwrap().unwrap();
+    let (balance, mut first, mut second, addr) = two_workers();
     let mut agents = Vec::new();
     for _ in 0..6 {
         agents.push(Agent::connect(addr).await.unwrap());
@@ -69,13 +72,8 @@ async fn each_connection_goes_to_the_worker_with_the_fewest_open() {
 /// keeps, and nothing is lost.
 #[tokio::test]
 async fn a_worker_that_stopped_listening_is_handed_nothing() {
-    let (listener, addr) = shared_listener();
-    let balance = Balance::new(2);
-    let mut first = balance
-        .listen(0, listener.try_clone().unwrap())
-        .unwrap()
-        .unwrap();
-    drop(balance.listen(1, listener).unwrap());
+    let (balance, mut first, second, addr) = two_workers();
+    drop(second);
     let mut agents = Vec::new();
     let mut kept = Vec::new();
     for _ in 0..3 {

@@ -256,14 +256,19 @@ impl Conn {
         let body = (length > 0).then(|| self.read.split_to(length).freeze());
         // The fields as read when `handle` forwards them so (`head_fields.rs`), else a map.
         let read = if proxy.forwards_fields_as_read(head.method(), head.idempotency_key) {
-            head.request_and_fields(&bytes)
+            head.request_and_fields(bytes)
                 .map(|(request, fields)| (request, Some(fields)))
         } else {
-            head.request(&bytes).map(|request| (request, None))
+            head.request(&bytes)
+                .map(|request| (request, None))
+                .ok_or(bytes)
         };
-        let Some((request, fields)) = read else {
-            self.put_back(&bytes, body.as_ref());
-            return Err(Stop::HandOver);
+        let (request, fields) = match read {
+            Ok(read) => read,
+            Err(bytes) => {
+                self.put_back(&bytes, body.as_ref());
+                return Err(Stop::HandOver);
+            }
         };
         started.store(true, Ordering::Relaxed);
         let request = request.map(|()| FromAgent::Whole(body));
@@ -272,13 +277,7 @@ impl Conn {
         // stream's hours.
         let mut answer_fields = None;
         let head_timer = HeadTimer::new(Some(timers.response_head));
-        let handle = Box::pin(proxy.handle(
-            request,
-            fields,
-            peer.clone(),
-            &mut answer_fields,
-            head_timer,
-        ));
+        let handle = Box::pin(proxy.handle(request, fields, peer, &mut answer_fields, head_timer));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,

@@ -59,6 +59,17 @@ impl Template {
         }
     }
 
+    /// The template of a head that was sent and given back (`Proxy::send`): moved, not
+    /// copied.
+    pub(super) fn from_parts(parts: http::request::Parts) -> Template {
+        Template {
+            method: parts.method,
+            uri: parts.uri,
+            version: parts.version,
+            headers: parts.headers,
+        }
+    }
+
     pub(super) fn request(&self, body: RequestBody) -> Request<RequestBody> {
         let mut request = Request::new(body);
         *request.method_mut() = self.method.clone();

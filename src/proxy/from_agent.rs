@@ -19,16 +19,6 @@ pub enum FromAgent {
     Whole(Option<Bytes>),
 }
 
-impl FromAgent {
-    /// The body when it is already whole (no body at all is an empty one).
-    pub fn whole(&self) -> Option<Bytes> {
-        match self {
-            FromAgent::Whole(bytes) => Some(bytes.clone().unwrap_or_default()),
-            FromAgent::Hyper(_) => None,
-        }
-    }
-}
-
 impl Body for FromAgent {
     type Data = Bytes;
     type Error = hyper::Error;
@@ -70,7 +60,6 @@ mod tests {
         let mut body = FromAgent::Whole(Some(Bytes::from_static(b"{}")));
         assert!(!body.is_end_stream());
         assert_eq!(body.size_hint().exact(), Some(2));
-        assert_eq!(body.whole().as_deref(), Some(&b"{}"[..]));
         let frame = body.frame().await.unwrap().unwrap();
         assert_eq!(frame.into_data().unwrap(), Bytes::from_static(b"{}"));
         assert!(body.is_end_stream());
@@ -78,6 +67,5 @@ mod tests {
 
         let none = FromAgent::Whole(None);
         assert!(none.is_end_stream());
-        assert_eq!(none.whole().as_deref(), Some(&b""[..]));
     }
 }

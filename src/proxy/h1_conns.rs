@@ -195,10 +195,10 @@ impl H1Conns {
     /// start (the caller's clock reading).
     pub(crate) fn send(
         self: &Arc<Self>,
-        parts: http::request::Parts,
+        parts: &http::request::Parts,
         fields: Option<&HeadFields>,
         body: Bytes,
-        hop: &Hop,
+        hop: &Hop<'_>,
         now: Instant,
     ) -> impl Future<Output = Result<(Response<ResponseBody>, Option<HeadFields>), SendError>>
     + Send
@@ -218,7 +218,7 @@ impl H1Conns {
             None => wire::Fields::Map(&parts.headers),
         };
         wire::encode_request(&mut head, &parts.method, target, fields, hop, body.len());
-        let method = parts.method;
+        let method = parts.method.clone();
         async move {
             // This thread's idle list: the connection comes from it, and goes back to it.
             let here = self.here();

@@ -272,24 +272,31 @@ impl Proxy {
         &'a self,
         mut request: Request<RequestBody>,
         fields: Option<&'a HeadFields>,
-        hop: &'a forward::Hop,
+        hop: &'a forward::Hop<'a>,
         answer_fields: &'a mut Option<HeadFields>,
         now: Instant,
-    ) -> Sending<'a, impl Future<Output = Result<H1Answer, SendError>> + Send + 'a> {
+    ) -> (
+        Sending<'a, impl Future<Output = Result<H1Answer, SendError>> + Send + 'a>,
+        Option<http::request::Parts>,
+    ) {
         // strata's own connections take a body known whole (the replay buffer's, or none).
         if let Some(conns) = &self.h1
-            && let Some(body) = request.body().whole()
+            && let Some(body) = request.body_mut().take_whole()
         {
-            let (parts, _whole) = request.into_parts();
-            return Sending::Own {
-                sending: conns.send(parts, fields, body, hop, now),
+            // The head is written before the future is made: its parts come back, unchanged,
+            // for a retry's template.
+            let (parts, _taken) = request.into_parts();
+            let sending = Sending::Own {
+                sending: conns.send(&parts, fields, body, hop, now),
                 answer_fields,
             };
+            return (sending, Some(parts));
         }
         hop.apply(request.headers_mut());
-        Sending::Pooled {
+        let sending = Sending::Pooled {
             sending: self.client.request(request),
-        }
+        };
+        (sending, None)
     }
 
     /// How much of a POST body strata's own agent connection (`agent_h1.rs`) may read before
@@ -346,7 +353,9 @@ impl Proxy {
         self: &Arc<Self>,
         req: Request<FromAgent>,
         mut fields: Option<HeadFields>,
-        peer: Peer,
+        // Borrowed: the agent connection's own, not a clone per call (its `X-Forwarded-For`
+        // entry is reference-counted).
+        peer: &Peer,
         answer_fields: &mut Option<AnswerFields>,
         mut head_timer: HeadTimer<'_>,
     ) -> impl Future<Output = Result<Response<AgentBody>, Infallible>> + Send {
@@ -401,9 +410,14 @@ impl Proxy {
                     let cap = self.policy.replay_cap();
                     // A body strata's own connection read is whole already; hyper's has frames to
                     // wait for, boxed: that wait's room would be in every call's future.
-                    let read = match body.whole().filter(|whole| whole.len() <= cap) {
-                        Some(whole) => Ok(Buffered::Whole(whole)),
-                        None => {
+                    // Taken, not cloned: a clone is a reference count up and down again.
+                    let read = match body {
+                        FromAgent::Whole(whole)
+                            if whole.as_ref().is_none_or(|w| w.len() <= cap) =>
+                        {
+                            Ok(Buffered::Whole(whole.unwrap_or_default()))
+                        }
+                        body => {
                             Box::pin(replay::read_up_to(body, cap, self.request_body_idle)).await
                         }
                     };
@@ -480,7 +494,7 @@ impl Proxy {
                     }
                 }
             }
-            let hop = forward::Hop::new(parts.version, &peer);
+            let hop = forward::Hop::new(parts.version, peer);
             let agent_version = parts.version;
             if let Some(uri) = uri {
                 parts.uri = uri;
@@ -532,9 +546,11 @@ impl Proxy {
             }
             // A retry can only happen for an idempotent call whose body is in the replay buffer;
             // the head is kept for re-sending until the policy has said (as the first attempt
-            // went out, below).
-            let mut template =
-                (replay.is_some() && self.policy.retries_enabled()).then(|| Template::of(&parts));
+            // went out, below). strata's own connection gives the head back once written: the
+            // template is then made of it, moved, and only for a call the policy may retry
+            // (a clone of the target is a reference count up and down, per call).
+            let retries = replay.is_some() && self.policy.retries_enabled();
+            let mut template = (retries && self.h1.is_none()).then(|| Template::of(&parts));
             let mut plan = None;
             let mut first = Some((parts, first_body));
             // The answer's fields, when kept as read (a request with `fields`).
@@ -555,10 +571,10 @@ impl Proxy {
                     Instant::now()
                 };
                 let (sent, plan) = {
-                    let mut sent = pin!(head_timer.within(
-                        now + self.response_head_timeout,
-                        self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now),
-                    ));
+                    let (sending, given_back) =
+                        self.send(request, fields.as_ref(), &hop, &mut upstream_fields, now);
+                    let mut sent =
+                        pin!(head_timer.within(now + self.response_head_timeout, sending));
                     match plan {
                         Some(plan) => (sent.await, plan),
                         None => {
@@ -577,6 +593,8 @@ impl Proxy {
                             let decided = plan.unwrap_or_default();
                             if !(decided.applies && decided.idempotent) {
                                 template = None;
+                            } else if retries && let Some(parts) = given_back {
+                                template.get_or_insert_with(|| Template::from_parts(parts));
                             }
                             (sent, decided)
                         }

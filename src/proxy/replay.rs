@@ -113,10 +113,11 @@ impl RequestBody {
     }
 
     /// The whole body, when it is known before it is sent: the replay buffer's, or none at
-    /// all (an empty stream). `None` for one still to stream.
-    pub fn whole(&self) -> Option<Bytes> {
+    /// all (an empty stream), taken out (an empty body is left). `None` for one still to
+    /// stream.
+    pub fn take_whole(&mut self) -> Option<Bytes> {
         match self {
-            RequestBody::Replay(bytes) => Some(bytes.clone().unwrap_or_default()),
+            RequestBody::Replay(bytes) => Some(bytes.take().unwrap_or_default()),
             RequestBody::Stream(b) if b.is_end_stream() => Some(Bytes::new()),
             RequestBody::Stream(_) | RequestBody::Prefixed { .. } => None,
         }
@@ -259,5 +260,14 @@ mod tests {
         let (body, back) = Reclaim::new(Full::new(Bytes::from_static(b"ab")));
         drop(back);
         assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"ab");
+    }
+
+    #[test]
+    fn a_whole_body_is_taken_out_once() {
+        let mut body = RequestBody::Replay(Some(Bytes::from_static(b"{}")));
+        assert_eq!(body.take_whole().as_deref(), Some(&b"{}"[..]));
+        // What is left is an empty body, whole too.
+        assert!(body.is_end_stream());
+        assert_eq!(body.take_whole().as_deref(), Some(&b""[..]));
     }
 }

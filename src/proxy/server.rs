@@ -162,7 +162,7 @@ pub async fn serve(
                     let handle: HandleFuture =
                         Box::pin(async move {
                         // No fields as read go in, so none come back: the map is hyper's.
-                        current.handle(req, None, peer, &mut None, HeadTimer::new(None)).await
+                        current.handle(req, None, &peer, &mut None, HeadTimer::new(None)).await
                     });
                     handle
                 });

@@ -61,15 +61,15 @@ pub fn read_request(wire: &[u8], step: usize, max_bytes: usize, max_fields: usiz
     let Some(request) = head.request(&bytes) else {
         return ReadRequest::HandOver;
     };
-    let as_read = match again.request_and_fields(&bytes) {
-        Some((_, fields)) => fields
+    let as_read = match again.request_and_fields(bytes) {
+        Ok((_, fields)) => fields
             .lines()
             .map(|(name, value)| {
                 let name = String::from_utf8_lossy(name).to_ascii_lowercase();
                 (name, value.to_vec())
             })
             .collect(),
-        None => Vec::new(),
+        Err(_) => Vec::new(),
     };
     ReadRequest::Served {
         method: request.method().as_str().to_owned(),

@@ -126,14 +126,21 @@ impl Head {
     /// The fields are taken from this head (the rest of it stays).
     pub(super) fn request(&mut self, head: &Bytes) -> Option<Request<()>> {
         let mut request = self.request_line(head)?;
-        *request.headers_mut() = self.fields(head).to_map()?;
+        *request.headers_mut() = self.fields(head.clone()).to_map()?;
         Some(request)
     }
 
     /// The request without its header map, and its fields as read (`head_fields.rs`), taken
-    /// from this head.
-    pub(super) fn request_and_fields(&mut self, head: &Bytes) -> Option<(Request<()>, HeadFields)> {
-        Some((self.request_line(head)?, self.fields(head)))
+    /// from this head, which they keep (moved: a clone is a reference count up and down);
+    /// the head back when the `http` types refuse its target.
+    pub(super) fn request_and_fields(
+        &mut self,
+        head: Bytes,
+    ) -> Result<(Request<()>, HeadFields), Bytes> {
+        match self.request_line(&head) {
+            Some(request) => Ok((request, self.fields(head))),
+            None => Err(head),
+        }
     }
 
     pub(super) fn method(&self) -> &Method {
@@ -151,8 +158,8 @@ impl Head {
         Some(request)
     }
 
-    fn fields(&mut self, head: &Bytes) -> HeadFields {
-        HeadFields::new(head.clone(), std::mem::take(&mut self.fields))
+    fn fields(&mut self, head: Bytes) -> HeadFields {
+        HeadFields::new(head, std::mem::take(&mut self.fields))
     }
 }
 

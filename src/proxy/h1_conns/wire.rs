@@ -73,7 +73,7 @@ pub(in crate::proxy) fn encode_request(
     method: &Method,
     target: &str,
     fields: Fields<'_>,
-    hop: &Hop,
+    hop: &Hop<'_>,
     body_len: usize,
 ) {
     out.extend_from_slice(method.as_str().as_bytes());

@@ -4,9 +4,8 @@ use http::{Method, StatusCode, Version};
 
 use super::*;
 
-fn hop() -> Hop {
-    let agent = crate::proxy::Peer::new(([10, 0, 0, 7], 4000).into());
-    Hop::new(Version::HTTP_11, &agent)
+fn agent() -> crate::proxy::Peer {
+    crate::proxy::Peer::new(([10, 0, 0, 7], 4000).into())
 }
 
 fn parse(wire: &[u8], method: &Method) -> Result<Option<Head>, HeadError> {
@@ -27,7 +26,7 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
         &Method::POST,
         "/mcp?x=1",
         Fields::Map(&headers),
-        &hop(),
+        &Hop::new(Version::HTTP_11, &agent()),
         17,
     );
     assert_eq!(
@@ -44,7 +43,7 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
         &Method::POST,
         "/",
         Fields::Map(&headers),
-        &hop(),
+        &Hop::new(Version::HTTP_11, &agent()),
         17,
     );
     assert_eq!(
@@ -61,7 +60,7 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
         &Method::GET,
         "/mcp",
         Fields::Map(&HeaderMap::new()),
-        &hop(),
+        &Hop::new(Version::HTTP_11, &agent()),
         0,
     );
     assert_eq!(
@@ -74,7 +73,7 @@ fn the_request_head_is_the_forwarded_parts_byte_for_byte() {
         &Method::POST,
         "/mcp",
         Fields::Map(&HeaderMap::new()),
-        &hop(),
+        &Hop::new(Version::HTTP_11, &agent()),
         0,
     );
     assert_eq!(

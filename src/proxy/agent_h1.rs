@@ -35,10 +35,10 @@ use http_body::Body;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::{
-    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, Peer, ProxyCache,
+    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, Peer, ProxyCache, Timer,
 };
 
 mod read_request;
@@ -114,7 +114,7 @@ struct Conn {
 /// exchange, not made anew (`serve`, `head_timer::Deadline`).
 struct Timers<'a> {
     header_read: Deadline<'a>,
-    response_head: Pin<&'a mut Sleep>,
+    response_head: Pin<&'a mut Timer>,
 }
 
 /// strata's shutdown, as a connection waits for it (`serve`).
@@ -189,11 +189,11 @@ pub(super) async fn serve(
     // `epoll_wait`) on every call (strace, `bench/README.md`). Nor is it reset per head: the
     // next head's deadline is later, and the timer moves on to it when it goes off early
     // (`head_timer::Deadline`).
-    let mut header_read = Box::pin(tokio::time::sleep_until(first_deadline));
+    let mut header_read = Box::pin(Timer::new(first_deadline));
     let mut head_deadline = first_deadline;
     // The response-head timeout's, lent to each call (`head_timer.rs`); registered at the
     // first call's reset.
-    let mut response_head = Box::pin(tokio::time::sleep_until(first_deadline));
+    let mut response_head = Box::pin(Timer::new(first_deadline));
     let mut cache = proxy.cache();
     // Shutdown is waited for once for the connection's life, not once per idle read: a wait
     // joins the signal's list of waiters under its lock and leaves it under the lock again

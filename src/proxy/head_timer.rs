@@ -17,21 +17,86 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+pin_project! {
+    /// A `Sleep` polled only when it may have gone off, or when the task polling it is not
+    /// the one it would wake.
+    ///
+    /// Every poll of a `Sleep` registers the task's waker anew (tokio's `AtomicWaker`: a
+    /// clone of the new waker, a drop of the old, and two atomic operations on its state;
+    /// ~117 instructions and six atomics, twice a call — the header timer and the response
+    /// head's), though an agent connection's task is the same one all its life. Here a timer
+    /// registered for this task and still in tokio's timer wheel is left as it is: tokio
+    /// wakes the task when it goes off, and the next poll finds it out of the wheel.
+    pub(crate) struct Timer {
+        #[pin]
+        sleep: Sleep,
+        // The waker the timer is registered with (`None` until polled, and after a reset or
+        // going off: then the next poll registers).
+        registered: Option<Waker>,
+    }
+}
+
+impl Timer {
+    /// A timer set to go off at `at`.
+    pub(crate) fn new(at: Instant) -> Self {
+        Timer {
+            sleep: tokio::time::sleep_until(at),
+            registered: None,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.sleep.deadline()
+    }
+
+    /// Sets the timer to go off at `at`; the next poll registers it.
+    pub(crate) fn reset(self: Pin<&mut Self>, at: Instant) {
+        let this = self.project();
+        this.sleep.reset(at);
+        *this.registered = None;
+    }
+
+    /// Ready once the timer went off.
+    pub(crate) fn poll_off(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        let ours = this
+            .registered
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()));
+        // Still in the wheel (not gone off), and set to wake this task: nothing to do.
+        if ours && !this.sleep.is_elapsed() {
+            return Poll::Pending;
+        }
+        match this.sleep.poll(cx) {
+            Poll::Ready(()) => {
+                *this.registered = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !ours {
+                    *this.registered = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
 /// A timer that lives longer than one deadline, set to each in turn without resetting it
 /// when the new one is later: it goes off early, and is moved on then.
 pub(crate) struct Deadline<'t> {
-    timer: Pin<&'t mut Sleep>,
+    timer: Pin<&'t mut Timer>,
     at: Instant,
 }
 
 impl<'t> Deadline<'t> {
     /// `timer`, to go off at `at`: reset only if it would go off later.
-    pub(crate) fn new(mut timer: Pin<&'t mut Sleep>, at: Instant) -> Self {
+    pub(crate) fn new(mut timer: Pin<&'t mut Timer>, at: Instant) -> Self {
         if timer.deadline() > at {
             timer.as_mut().reset(at);
         }
@@ -41,7 +106,7 @@ impl<'t> Deadline<'t> {
     /// Ready once `at` has passed.
     pub(crate) fn poll_passed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            std::task::ready!(self.timer.as_mut().poll(cx));
+            std::task::ready!(self.timer.as_mut().poll_off(cx));
             if Instant::now() >= self.at {
                 return Poll::Ready(());
             }
@@ -80,13 +145,13 @@ pub(crate) struct HeadTimedOut;
 
 /// The timer for one call's attempts: the connection's, or one of its own.
 pub(crate) struct HeadTimer<'a> {
-    lent: Option<Pin<&'a mut Sleep>>,
-    own: Option<Pin<Box<Sleep>>>,
+    lent: Option<Pin<&'a mut Timer>>,
+    own: Option<Pin<Box<Timer>>>,
 }
 
 impl<'a> HeadTimer<'a> {
     /// `lent`: the agent connection's timer, when it has one.
-    pub(crate) fn new(lent: Option<Pin<&'a mut Sleep>>) -> Self {
+    pub(crate) fn new(lent: Option<Pin<&'a mut Timer>>) -> Self {
         HeadTimer { lent, own: None }
     }
 
@@ -107,7 +172,7 @@ impl<'a> HeadTimer<'a> {
             Some(lent) => lent.as_mut(),
             None => self
                 .own
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)))
+                .get_or_insert_with(|| Box::pin(Timer::new(deadline)))
                 .as_mut(),
         };
         Deadline::new(timer, deadline)
@@ -126,7 +191,7 @@ mod tests {
     /// that fired leaves the next unaffected, and an answer in time is taken.
     #[tokio::test(start_paused = true)]
     async fn a_lent_timer_bounds_each_attempt_from_its_own_start() {
-        let mut conn_timer = Box::pin(tokio::time::sleep_until(Instant::now()));
+        let mut conn_timer = Box::pin(Timer::new(Instant::now()));
         for round in 0..3u64 {
             let mut timer = HeadTimer::new(Some(conn_timer.as_mut()));
             let begun = Instant::now();
@@ -178,7 +243,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_deadline_moves_the_timer_only_when_it_goes_off_early() {
         let begun = Instant::now();
-        let mut timer = Box::pin(tokio::time::sleep_until(begun + Duration::from_secs(10)));
+        let mut timer = Box::pin(Timer::new(begun + Duration::from_secs(10)));
         let later = begun + Duration::from_secs(25);
         let mut deadline = Deadline::new(timer.as_mut(), later);
         assert_eq!(deadline.timer.deadline(), begun + Duration::from_secs(10));
@@ -194,5 +259,45 @@ mod tests {
         assert_eq!(deadline.timer.deadline(), sooner);
         std::future::poll_fn(|cx| deadline.poll_passed(cx)).await;
         assert_eq!(begun.elapsed(), Duration::from_secs(28));
+    }
+
+    /// Polled again and again by its task while it waits (the connection's other work),
+    /// a timer is registered once and still goes off on time.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_polled_again_by_its_task_goes_off_on_time() {
+        let begun = Instant::now();
+        let mut timer = Box::pin(Timer::new(begun + Duration::from_secs(10)));
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        let mut woken = 0;
+        loop {
+            tokio::select! {
+                biased;
+                () = std::future::poll_fn(|cx| timer.as_mut().poll_off(cx)) => break,
+                _ = ticks.tick() => woken += 1,
+            }
+        }
+        assert_eq!(begun.elapsed(), Duration::from_secs(10));
+        assert!(woken >= 10, "{woken}");
+    }
+
+    /// Registered for another task first, a timer polled by this one wakes this one; reset
+    /// after it went off, it is registered again and goes off at its new time.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_wakes_the_task_that_polled_it_last() {
+        let begun = Instant::now();
+        let mut timer = Box::pin(Timer::new(begun + Duration::from_secs(10)));
+        let mut elsewhere = Context::from_waker(Waker::noop());
+        assert!(timer.as_mut().poll_off(&mut elsewhere).is_pending());
+        let off = tokio::time::timeout(
+            Duration::from_secs(60),
+            std::future::poll_fn(|cx| timer.as_mut().poll_off(cx)),
+        )
+        .await;
+        assert!(off.is_ok(), "the timer woke the other task, not this one");
+        assert_eq!(begun.elapsed(), Duration::from_secs(10));
+
+        timer.as_mut().reset(Instant::now() + Duration::from_secs(5));
+        std::future::poll_fn(|cx| timer.as_mut().poll_off(cx)).await;
+        assert_eq!(begun.elapsed(), Duration::from_secs(15));
     }
 }

@@ -53,7 +53,7 @@ pub use forward::{HOP_BY_HOP, Peer};
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, ResponseBody, SendError};
 use head_fields::{HeadFields, Headers};
-pub(crate) use head_timer::{Deadline, HeadTimer};
+pub(crate) use head_timer::{Deadline, HeadTimer, Timer};
 pub use keepalive::KeepAlive;
 use known_names::Known;
 pub use resume::ResumeRegistry;

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tracing::Level;
@@ -25,8 +25,9 @@ pub const CALL_TARGET: &str = "strata::call";
 /// Texts are borrowed where the call still holds them: a record is built and written at once.
 #[derive(Clone, Debug)]
 pub struct CallRecord<'a> {
-    /// The upstream's configured name or address.
-    pub upstream: Arc<str>,
+    /// The upstream's configured name or address (borrowed from the call's context: a
+    /// clone of its `Arc` was two atomic operations a call).
+    pub upstream: &'a str,
     /// The `Mcp-Session-Id`, hashed; `None` before a session exists (initialize).
     pub session: Option<SessionHash>,
     /// `clientInfo` as `name@version`, from this session's initialize, when strata saw it.
@@ -93,7 +94,7 @@ pub fn hash_session(id: &str) -> String {
 impl<'a> CallRecord<'a> {
     /// A record with the facts every call has; the optional ones start empty (`attempts` 1).
     pub fn new(
-        upstream: Arc<str>,
+        upstream: &'a str,
         method: impl Into<Cow<'a, str>>,
         jsonrpc_id: impl Into<Cow<'a, str>>,
         outcome: Outcome,
@@ -165,7 +166,7 @@ impl<'a> CallRecord<'a> {
             fields.unescaped(name, |w| fmt::Write::write_str(w, value));
         };
         known(fields, key!("message"), "call");
-        fields.str(key!("upstream"), &self.upstream);
+        fields.str(key!("upstream"), self.upstream);
         let session = self.session.as_ref().map(SessionHash::as_str);
         optional(fields, key!("session"), session);
         optional(fields, key!("client"), self.client.as_deref());
@@ -201,7 +202,7 @@ impl<'a> CallRecord<'a> {
     fn emit_event(&self) {
         tracing::info!(
             target: CALL_TARGET,
-            upstream = &*self.upstream,
+            upstream = self.upstream,
             session = self.session.as_ref().map(SessionHash::as_str),
             client = self.client.as_deref(),
             protocol_version = self.protocol_version.as_deref(),

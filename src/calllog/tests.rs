@@ -5,7 +5,7 @@ const RAW_SESSION: &str = "3f2a9c1e-raw-session-id-7b";
 
 fn tool_call() -> CallRecord<'static> {
     let mut r = CallRecord::new(
-        Arc::from("http://127.0.0.1:8000/mcp"),
+        "http://127.0.0.1:8000/mcp",
         "tools/call",
         "7",
         Outcome::ToolSuccess,
@@ -108,7 +108,7 @@ fn session_hash_is_stable_short_hex_and_not_the_id() {
 fn string_ids_keep_their_quotes() {
     let (guard, logs) = capture_json();
     CallRecord::new(
-        Arc::from("u"),
+        "u",
         "ping",
         "\"abc\"",
         Outcome::Success,
@@ -128,7 +128,7 @@ fn string_ids_keep_their_quotes() {
 #[test]
 fn the_direct_line_is_the_events_line() {
     let mut bare = CallRecord::new(
-        Arc::from("http://u"),
+        "http://u",
         "ping",
         "\"a\\\"b\"",
         Outcome::Success,

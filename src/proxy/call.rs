@@ -337,7 +337,7 @@ pub(super) fn record_call(
         .with_call(&method, &tool, |h| h.record(verdict.outcome, duration));
 
     let mut record = CallRecord::new(
-        ctx.upstream.clone(),
+        &ctx.upstream,
         method.clone(),
         id_text(request),
         verdict.outcome,

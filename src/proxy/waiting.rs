@@ -108,7 +108,9 @@ impl Waiting<'_> {
 
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
-        let ctx = self.proxy.ctx().clone();
+        // Borrowed until a tracker takes it: this runs again as `Waiting` drops, after the
+        // tracker was taken, and a clone for nothing is a reference count up and down.
+        let ctx = self.proxy.ctx();
         if let Some(mut inspection) = self.inspection.take() {
             // Not read yet only when the wait ended before the first attempt's first poll.
             inspection.read();
@@ -134,7 +136,7 @@ impl Waiting<'_> {
             ];
             let exchange = Exchange::new(found.requests, found.batch);
             let mut tracker = Box::new(CallTracker::new(
-                ctx,
+                ctx.clone(),
                 exchange,
                 meta,
                 self.session.clone(),
@@ -153,7 +155,7 @@ impl Waiting<'_> {
         let (requests, meta): (Vec<_>, Vec<_>) =
             parked.into_iter().map(|p| (p.request, p.meta)).unzip();
         Some(Box::new(CallTracker::new(
-            ctx,
+            ctx.clone(),
             Exchange::new(requests, false),
             meta,
             self.session.clone(),

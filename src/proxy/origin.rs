@@ -73,6 +73,12 @@ impl RecentFailures {
         self.remembered.store(map.len(), Ordering::Relaxed);
     }
 
+    /// Nothing failed lately: no call is a retry (asked without the lock, as `is_retry`
+    /// does, before the caller reads the call's names for it).
+    pub fn none(&self) -> bool {
+        self.remembered.load(Ordering::Relaxed) == 0
+    }
+
     /// Whether this request repeats a recent failure (and forgets that failure).
     pub fn is_retry(
         &self,
@@ -83,7 +89,7 @@ impl RecentFailures {
         body: &[u8],
     ) -> bool {
         // The usual case: nothing failed lately; neither the lock nor the key is needed.
-        if self.remembered.load(Ordering::Relaxed) == 0 {
+        if self.none() {
             return false;
         }
         let key = Self::key(session, method, tool);

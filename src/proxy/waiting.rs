@@ -47,8 +47,11 @@ impl Waiting<'_> {
         if plan.applies {
             self.proxy.policy.deposit(self.started);
         }
-        if let Some(sent) = &self.body {
-            let recent = &self.proxy.ctx().recent;
+        let recent = &self.proxy.ctx().recent;
+        // (Nothing failed lately, the usual case: the call's names are not even read.)
+        if let Some(sent) = &self.body
+            && !recent.none()
+        {
             let session = self.session.as_deref();
             let again = |method: &str, tool: &str| {
                 recent.is_retry(session, method, tool, sent.target(), sent.body())

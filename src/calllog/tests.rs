@@ -107,14 +107,7 @@ fn session_hash_is_stable_short_hex_and_not_the_id() {
 #[test]
 fn string_ids_keep_their_quotes() {
     let (guard, logs) = capture_json();
-    CallRecord::new(
-        "u",
-        "ping",
-        "\"abc\"",
-        Outcome::Success,
-        Duration::ZERO,
-    )
-    .emit();
+    CallRecord::new("u", "ping", "\"abc\"", Outcome::Success, Duration::ZERO).emit();
     drop(guard);
     let lines = logs.json_lines_for(CALL_TARGET);
     assert_eq!(lines[0]["jsonrpc_id"], "\"abc\"");

@@ -296,7 +296,9 @@ mod tests {
         assert!(off.is_ok(), "the timer woke the other task, not this one");
         assert_eq!(begun.elapsed(), Duration::from_secs(10));
 
-        timer.as_mut().reset(Instant::now() + Duration::from_secs(5));
+        timer
+            .as_mut()
+            .reset(Instant::now() + Duration::from_secs(5));
         std::future::poll_fn(|cx| timer.as_mut().poll_off(cx)).await;
         assert_eq!(begun.elapsed(), Duration::from_secs(15));
     }

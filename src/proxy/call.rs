@@ -46,11 +46,59 @@ pub struct CallMeta {
     pub sse_events: u32,
 }
 
+/// Each request's [`CallMeta`], in the exchange's order, the first inline: an exchange
+/// carries one request as a rule, and a `Vec` of one was an allocation and a free a call.
+#[derive(Debug, Default)]
+pub struct Metas {
+    first: Option<CallMeta>,
+    rest: Vec<CallMeta>,
+}
+
+impl Metas {
+    /// `meta` for each of `n` requests.
+    pub fn repeat(meta: CallMeta, n: usize) -> Metas {
+        let rest = if n > 1 {
+            vec![meta.clone(); n - 1]
+        } else {
+            Vec::new()
+        };
+        Metas {
+            first: (n > 0).then_some(meta),
+            rest,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn get(&self, i: usize) -> Option<&CallMeta> {
+        match i {
+            0 => self.first.as_ref(),
+            _ => self.rest.get(i - 1),
+        }
+    }
+}
+
+impl FromIterator<CallMeta> for Metas {
+    fn from_iter<I: IntoIterator<Item = CallMeta>>(metas: I) -> Self {
+        let mut metas = metas.into_iter();
+        Metas {
+            first: metas.next(),
+            rest: metas.collect(),
+        }
+    }
+}
+
 /// Tracks the requests of one HTTP exchange until each has its outcome.
 pub struct CallTracker {
     ctx: Arc<CallContext>,
     exchange: Exchange,
-    meta: Vec<CallMeta>,
+    meta: Metas,
     /// The raw `Mcp-Session-Id`, to park a call whose resumable stream closed early.
     session: Option<Arc<str>>,
     /// The session's client, as its initialize named it.
@@ -76,7 +124,7 @@ impl CallTracker {
     pub fn new(
         ctx: Arc<CallContext>,
         mut exchange: Exchange,
-        meta: Vec<CallMeta>,
+        meta: Metas,
         session: Option<Arc<str>>,
         protocol_version: Option<Box<str>>,
     ) -> Self {
@@ -467,5 +515,36 @@ mod tests {
         );
         let bare = SentAs::new("/", b"");
         assert_eq!((bare.target(), bare.body()), ("/", &b""[..]));
+    }
+
+    #[test]
+    fn each_request_has_its_meta_in_order() {
+        let meta = |attempts| CallMeta {
+            started: Instant::now(),
+            statuses: vec![503],
+            attempts,
+            client_retry: false,
+            sse_events: 0,
+        };
+        let none = Metas::repeat(meta(1), 0);
+        assert!(none.is_empty());
+        assert!(none.get(0).is_none());
+        for n in [1, 3] {
+            let metas = Metas::repeat(meta(2), n);
+            assert_eq!(metas.len(), n);
+            assert!((0..n).all(|i| metas.get(i).is_some_and(|m| m.attempts == 2)));
+            assert_eq!(
+                metas.get(n - 1).map(|m| m.statuses.clone()),
+                Some(vec![503])
+            );
+            assert!(metas.get(n).is_none());
+        }
+        let parked: Metas = (1..=3).map(meta).collect();
+        assert_eq!(parked.len(), 3);
+        let order: Vec<u32> = (0..3)
+            .filter_map(|i| parked.get(i))
+            .map(|m| m.attempts)
+            .collect();
+        assert_eq!(order, [1, 2, 3]);
     }
 }

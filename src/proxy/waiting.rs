@@ -10,7 +10,7 @@ use crate::classify::exchange::Exchange;
 use crate::metrics::{CallHandles, Limit, Metrics};
 
 use super::attempt::RetryPlan;
-use super::call::{CallMeta, CallTracker, SentAs};
+use super::call::{CallMeta, CallTracker, Metas, SentAs};
 use super::inspect::Inspection;
 use super::{Proxy, resume};
 
@@ -127,16 +127,16 @@ impl Waiting<'_> {
             if found.requests.is_empty() {
                 return None;
             }
-            let meta = vec![
+            let meta = Metas::repeat(
                 CallMeta {
                     started: self.started,
                     statuses: std::mem::take(&mut self.statuses),
                     attempts: self.attempts,
                     client_retry: self.client_retry,
                     sse_events: 0,
-                };
-                found.requests.len()
-            ];
+                },
+                found.requests.len(),
+            );
             let exchange = Exchange::new(found.requests, found.batch);
             let mut tracker = Box::new(CallTracker::new(
                 ctx.clone(),
@@ -160,7 +160,7 @@ impl Waiting<'_> {
         Some(Box::new(CallTracker::new(
             ctx.clone(),
             Exchange::new(requests, false),
-            meta,
+            meta.into_iter().collect(),
             self.session.clone(),
             protocol_version,
         )))

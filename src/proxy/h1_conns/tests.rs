@@ -6,7 +6,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::H1Conns;
+use super::{H1Conns, KEEP_HEAD, head_buffer, keep_head};
 
 /// An upstream that accepts one connection and reports when strata closes it.
 async fn upstream() -> (Authority, oneshot::Receiver<()>) {
@@ -50,4 +50,37 @@ async fn a_connection_within_the_limit_is_kept_and_taken() {
     assert!(closed.try_recv().is_err());
     assert!(conns.here().checkout(Instant::now()).await.is_some());
     assert_eq!(conns.idle_count(), 0);
+}
+
+/// A written head's buffer is the next head's on the same thread: one buffer a thread, not
+/// one a call; one grown past the limit is not kept.
+#[test]
+fn a_head_buffer_is_reused_by_the_next_head() {
+    std::thread::spawn(|| {
+        let mut first = head_buffer(200);
+        assert!(first.is_empty() && first.capacity() >= 200);
+        first.extend_from_slice(b"POST / HTTP/1.1\r\n\r\n");
+        let (at, room) = (first.as_ptr(), first.capacity());
+        keep_head(first);
+        let second = head_buffer(100);
+        assert!(second.is_empty());
+        assert_eq!(
+            (second.as_ptr(), second.capacity()),
+            (at, room),
+            "the spare was not reused"
+        );
+        // Taken: a head encoded meanwhile gets a buffer of its own.
+        let meanwhile = head_buffer(100);
+        assert_ne!(meanwhile.as_ptr(), at);
+        keep_head(second);
+
+        let big = head_buffer(KEEP_HEAD + 1);
+        keep_head(big);
+        assert!(
+            head_buffer(10).capacity() <= KEEP_HEAD,
+            "a big buffer was kept"
+        );
+    })
+    .join()
+    .unwrap();
 }

@@ -48,7 +48,6 @@ pub struct CallMeta {
 
 /// Each request's [`CallMeta`], in the exchange's order, the first inline: an exchange
 /// carries one request as a rule, and a `Vec` of one was an allocation and a free a call.
-#[derive(Debug, Default)]
 pub struct Metas {
     first: Option<CallMeta>,
     rest: Vec<CallMeta>,

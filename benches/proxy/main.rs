@@ -6,7 +6,9 @@
 //! - `proxy --bench [options]` (what `cargo bench --bench proxy` runs): the harness. It starts
 //!   the upstreams and proxies as child processes, drives them, prints the table and writes
 //!   it as JSON (comparing with the last run's JSON when there is one);
-//! - `proxy --role upstream`: the fast fixed-response upstream, started by the harness.
+//! - `proxy --role upstream`: the fast fixed-response upstream, started by the harness;
+//! - `proxy --bench --train [options]`: the same loads through strata alone (no direct
+//!   connection, no nginx, no table), to train a profile-instrumented build (`bench/pgo.sh`).
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs bench targets) it does nothing.
 
@@ -48,6 +50,11 @@ pub(crate) struct Plan {
     /// Another strata binary (an earlier build) run beside the current one as target `base`,
     /// for before/after figures from one interleaved run.
     pub(crate) baseline: Option<PathBuf>,
+    /// Drive strata alone, to train a profile-instrumented build: nothing compared, nothing
+    /// reported (`bench/pgo.sh`).
+    pub(crate) train: bool,
+    /// How the strata binary was built, for the report (`pgo` or `plain`; `bench/proxy.sh`).
+    pub(crate) build: String,
 }
 
 impl Plan {
@@ -70,6 +77,8 @@ impl Plan {
             out: PathBuf::from("target/bench"),
             scan: None,
             baseline: None,
+            train: args.iter().any(|a| a == "--train"),
+            build: "plain".into(),
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -95,7 +104,8 @@ impl Plan {
                 "--out" => plan.out = value()?.into(),
                 "--scan" => plan.scan = Some(value()?.into()),
                 "--baseline" => plan.baseline = Some(value()?.into()),
-                "--quick" | "--bench" => {}
+                "--build" => plan.build = value()?,
+                "--quick" | "--bench" | "--train" => {}
                 other => anyhow::bail!("unknown argument {other}"),
             }
         }

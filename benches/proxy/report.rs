@@ -49,6 +49,7 @@ pub(crate) fn meta(plan: &Plan, cores: usize, elapsed: Duration) -> Value {
         "cores": cores,
         "kernel": shell("uname", &["-r"]),
         "nginx": shell(&plan.nginx.display().to_string(), &["-v"]),
+        "strata_build": plan.build,
         "quick": plan.quick,
         "rounds": plan.rounds,
         "round_s": plan.round.as_secs_f64(),
@@ -96,9 +97,10 @@ fn table(r: &Value, checks: &[Check]) -> String {
     let m = &r["meta"];
     let _ = writeln!(
         t,
-        "strata proxy bench  {}  git {}  {} cores  {} rounds x {} s, interleaved{}",
+        "strata proxy bench  {}  git {}  strata build {}  {} cores  {} rounds x {} s, interleaved{}",
         m["when"].as_str().unwrap_or(""),
         m["git"].as_str().unwrap_or(""),
+        m["strata_build"].as_str().unwrap_or("?"),
         m["cores"],
         m["rounds"],
         m["round_s"],
@@ -338,9 +340,10 @@ fn compare(prev: &Value, now: &Value) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "\nchange since the previous run ({}, git {}); absolute figures move with the machine's load",
+        "\nchange since the previous run ({}, git {}, strata build {}); absolute figures move with the machine's load",
         prev["meta"]["when"].as_str().unwrap_or("?"),
         prev["meta"]["git"].as_str().unwrap_or("?"),
+        prev["meta"]["strata_build"].as_str().unwrap_or("plain"),
     );
     let before: Vec<_> = key_figures(prev);
     for (name, value) in key_figures(now) {

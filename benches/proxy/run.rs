@@ -29,6 +29,14 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     } else {
         procs::upstream()?
     };
+    if plan.train {
+        // Training: strata's own paths only; another target's load would only take time.
+        let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
+        return Ok(Stack {
+            targets: vec![strata],
+            _procs: vec![strata_proc, up_proc],
+        });
+    }
     let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
     let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
     let direct = Target {
@@ -134,6 +142,15 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
                 load.insert(spec.name(), figures);
             }
         }
+    }
+    if plan.train {
+        println!(
+            "proxy bench: trained {} on {} load scenarios in {:.0} s",
+            plan.strata.display(),
+            load.len(),
+            started.elapsed().unwrap_or_default().as_secs_f64()
+        );
+        return Ok(());
     }
     out.insert("load".into(), Value::Object(load));
     if let Some(dir) = &plan.scan {

@@ -151,12 +151,15 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 ///
 /// The per-call log stays on (`log.level: info`, JSON): it is a feature every deployment
 /// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
+///
+/// `extra`: more YAML lines, appended (training a profile: other settings' paths).
 pub(crate) fn strata(
     name: &'static str,
     bin: &Path,
     upstream: SocketAddr,
     dir: &Path,
     tag: &str,
+    extra: &str,
 ) -> anyhow::Result<(Proc, Target)> {
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
@@ -169,7 +172,7 @@ pub(crate) fn strata(
              listen: {addr}\nadmin: {admin}\nupstream: http://{upstream}\n\
              log: {{ format: json, level: info }}\n\
              limits: {{ max_connections: 12000 }}\n\
-             timeouts: {{ drain: 1s }}\n"
+             timeouts: {{ drain: 1s }}\n{extra}"
         ),
     )?;
     let stderr = std::fs::File::create(dir.join(format!("strata-{tag}.stderr")))?;

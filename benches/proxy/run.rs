@@ -30,15 +30,26 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
         procs::upstream()?
     };
     if plan.train {
-        // Training: strata's own paths only; another target's load would only take time.
-        let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
+        // Training: strata's own paths only, with the default config and with retries off
+        // (the body then streams to the upstream through hyper's client: the other common
+        // path); another target's load would only take time.
+        let (default_proc, default) =
+            procs::strata("strata", &plan.strata, up, scratch.path(), tag, "")?;
+        let (no_retry_proc, no_retry) = procs::strata(
+            "no-retry",
+            &plan.strata,
+            up,
+            scratch.path(),
+            &format!("{tag}-no-retry"),
+            "retry: { max_attempts: 1 }\n",
+        )?;
         return Ok(Stack {
-            targets: vec![strata],
-            _procs: vec![strata_proc, up_proc],
+            targets: vec![default, no_retry],
+            _procs: vec![default_proc, no_retry_proc, up_proc],
         });
     }
     let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
-    let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag)?;
+    let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag, "")?;
     let direct = Target {
         name: "direct",
         addr: up,
@@ -49,7 +60,7 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     let mut procs = vec![strata_proc, nginx_proc];
     if let Some(bin) = &plan.baseline {
         let (base_proc, base) =
-            procs::strata("base", bin, up, scratch.path(), &format!("{tag}-base"))?;
+            procs::strata("base", bin, up, scratch.path(), &format!("{tag}-base"), "")?;
         targets.push(base);
         procs.insert(0, base_proc);
     }

@@ -123,7 +123,7 @@ fn main() -> ExitCode {
         .windows(2)
         .any(|w| w[0] == "--role" && w[1] == "upstream")
     {
-        return match upstream::run() {
+        return match upstream::run(args.iter().any(|a| a == "--tls")) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("upstream: {err:#}");

@@ -27,29 +27,48 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     let (up_proc, up) = if testbed {
         procs::testbed(&plan.strata)?
     } else {
-        procs::upstream()?
+        procs::upstream(false)?
     };
+    let up_url = format!("http://{up}");
     if plan.train {
-        // Training: strata's own paths only, with the default config and with retries off
-        // (the body then streams to the upstream through hyper's client: the other common
-        // path); another target's load would only take time.
+        // Training: strata's own paths only, with the default config, with retries off (the
+        // body then streams to the upstream through hyper's client: the other common path)
+        // and, in front of the fixed upstream, to it over TLS (`https://`: rustls and hyper's
+        // client); another target's load would only take time.
         let (default_proc, default) =
-            procs::strata("strata", &plan.strata, up, scratch.path(), tag, "")?;
+            procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
         let (no_retry_proc, no_retry) = procs::strata(
             "no-retry",
             &plan.strata,
-            up,
+            &up_url,
             scratch.path(),
             &format!("{tag}-no-retry"),
             "retry: { max_attempts: 1 }\n",
         )?;
+        let mut targets = vec![default, no_retry];
+        let mut procs = vec![default_proc, no_retry_proc];
+        if !testbed {
+            let (tls_up_proc, tls_up) = procs::upstream(true)?;
+            let (tls_proc, tls) = procs::strata(
+                "tls-upstream",
+                &plan.strata,
+                &format!("https://{tls_up}"),
+                scratch.path(),
+                &format!("{tag}-tls"),
+                "upstream_tls: { insecure_skip_verify: true }\n",
+            )?;
+            targets.push(tls);
+            procs.extend([tls_proc, tls_up_proc]);
+        }
+        procs.push(up_proc);
         return Ok(Stack {
-            targets: vec![default, no_retry],
-            _procs: vec![default_proc, no_retry_proc, up_proc],
+            targets,
+            _procs: procs,
         });
     }
     let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
-    let (strata_proc, strata) = procs::strata("strata", &plan.strata, up, scratch.path(), tag, "")?;
+    let (strata_proc, strata) =
+        procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
     let direct = Target {
         name: "direct",
         addr: up,
@@ -59,8 +78,14 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     // Dropped in this order: the proxies before their upstream.
     let mut procs = vec![strata_proc, nginx_proc];
     if let Some(bin) = &plan.baseline {
-        let (base_proc, base) =
-            procs::strata("base", bin, up, scratch.path(), &format!("{tag}-base"), "")?;
+        let (base_proc, base) = procs::strata(
+            "base",
+            bin,
+            &up_url,
+            scratch.path(),
+            &format!("{tag}-base"),
+            "",
+        )?;
         targets.push(base);
         procs.insert(0, base_proc);
     }

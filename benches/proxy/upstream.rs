@@ -11,6 +11,10 @@
 //! - `/tick?n=N&ms=M`: SSE, N progress notifications M ms apart, each carrying the time it was
 //!   sent (ns since the Unix epoch: one clock for both processes), then the result;
 //! - `/hold`: SSE, one progress notification, then silence until the agent leaves.
+//!
+//! With `--tls` (`proxy --role upstream --tls`) it serves the same over TLS with a self-signed
+//! certificate for 127.0.0.1, HTTP/1.1 by ALPN: only `bench/pgo.sh`'s training uses it, so
+//! that an `https://` upstream's paths (rustls, hyper's client) are in the profile too.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -42,7 +46,8 @@ const BIG_FRAME: usize = 64 * 1024;
 static XS: [u8; BIG_FRAME] = [b'x'; BIG_FRAME];
 
 /// Serves until the process is killed; prints the bound address on stdout first.
-pub(crate) fn run() -> anyhow::Result<()> {
+pub(crate) fn run(tls: bool) -> anyhow::Result<()> {
+    let acceptor = if tls { Some(tls_acceptor()?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -65,13 +70,42 @@ pub(crate) fn run() -> anyhow::Result<()> {
                 }
             };
             let _ = stream.set_nodelay(true);
+            let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service_fn(route))
-                    .await;
+                let server = hyper::server::conn::http1::Builder::new();
+                match acceptor {
+                    None => {
+                        let _ = server
+                            .serve_connection(TokioIo::new(stream), service_fn(route))
+                            .await;
+                    }
+                    Some(acceptor) => {
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            let _ = server
+                                .serve_connection(TokioIo::new(stream), service_fn(route))
+                                .await;
+                        }
+                    }
+                }
             });
         }
     })
+}
+
+/// A self-signed certificate for 127.0.0.1, made at start (strata is told not to verify it).
+fn tls_acceptor() -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let rcgen::CertifiedKey { cert, signing_key } =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(signing_key.serialize_der()));
+    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.der().clone()], key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
 
 async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {

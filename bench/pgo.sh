@@ -2,15 +2,17 @@
 # The release build strata ships and is measured as: profile-guided (PGO). Three steps:
 #   1. an instrumented build (target/pgo-gen/release/strata);
 #   2. training: the proxy benchmark's loads through that build alone (`--train --quick`:
-#      JSON and SSE calls at 1, 16 and 64 agents, SSE delivery, a large response, open
-#      streams, the testbed's scenarios; about a minute), each process writing its counts;
+#      JSON and SSE calls at 1, 16 and 64 agents against the fixed upstream and the testbed,
+#      SSE delivery, a large response, open streams; ~30 s) through three strata processes —
+#      the default config, retries off, an `https://` upstream — each writing its counts as it
+#      exits (the training fails if any call did);
 #   3. the counts merged (llvm-profdata) and strata built again with them:
 #      target/pgo/release/strata.
-# Why: strata's hot path is spread over hyper-free async state machines, the classifier and
-# the call record, in a binary of 8 MB of code; without a profile LLVM lays cold blocks (error
-# paths, retries, logging of rare events) between hot ones. With it the per-call code fits the
-# instruction cache: callgrind at 64 agents, 976 -> 104 I1 misses and 29.5k -> 24.1k
-# instructions a call (bench/README.md, "Session 16").
+# Why: strata's hot path runs through large async state machines, the classifier and the
+# call record, in 8 MB of code; without a profile LLVM lays cold blocks (error paths, retries,
+# rare log events, unwinding) between hot ones and a call's code does not fit the instruction
+# cache. With it: callgrind at 64 connections, 976 -> 154 I1 misses and 29.5k -> 24.1k
+# instructions a call; the harness, CPU per call x0.86-0.91 (bench/README.md, "Session 16").
 #
 #   bash bench/pgo.sh          # ~8 minutes on 2 cores; prints the binary's path
 #
@@ -52,7 +54,7 @@ CARGO_TARGET_DIR="$gen" cargo build --release --bin strata \
     --config "build.rustflags=[\"-Cprofile-generate=$gen/build-scripts-profiles\"]"
 
 echo "== pgo 2/3: training"
-# Every strata process (the proxy, the testbed) writes its own file when it exits.
+# Every strata process (the proxies, the testbed) writes its own file when it exits.
 LLVM_PROFILE_FILE="$raw/strata-%p-%m.profraw" \
     cargo bench --bench proxy -- --train --quick --strata "$gen/release/strata"
 ls "$raw"/strata-*.profraw >/dev/null 2>&1 || { echo "pgo: training wrote no profile" >&2; exit 1; }

@@ -180,6 +180,26 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         }
     }
     if plan.train {
+        // A profile of failing calls would lay out the error paths as hot: nearly every call
+        // must have been answered (2xx) through every process trained. (Not every one: a
+        // call cut by the bound on its time is no reason to stop a build.)
+        let failed: Vec<String> = load
+            .iter()
+            .flat_map(|(scenario, figures)| {
+                let targets = figures["targets"].as_object().cloned().unwrap_or_default();
+                targets.into_iter().filter_map(move |(name, t)| {
+                    let errors = t["errors"].as_u64().unwrap_or(0);
+                    let calls = t["calls"].as_u64().unwrap_or(0);
+                    (errors * 100 > calls)
+                        .then(|| format!("{scenario} via {name}: {errors} of {}", calls + errors))
+                })
+            })
+            .collect();
+        anyhow::ensure!(
+            failed.is_empty(),
+            "training calls failed: {}",
+            failed.join(", ")
+        );
         println!(
             "proxy bench: trained {} on {} load scenarios in {:.0} s",
             plan.strata.display(),

@@ -6,6 +6,7 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod http;
 pub mod metrics;
 pub mod per_worker;
 pub mod policy;

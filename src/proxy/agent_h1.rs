@@ -42,7 +42,7 @@ use super::{
 };
 
 mod read_request;
-mod request;
+pub(super) mod request;
 mod response;
 mod rewind;
 

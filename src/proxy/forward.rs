@@ -3,9 +3,10 @@
 //! `Last-Event-ID`, `Authorization`, `Accept`, cookies, and every unknown header.
 //!
 //! Rules (RFC 9110 §7.6.1 Connection, §7.6.3 Via; de-facto X-Forwarded-For):
-//! - hop-by-hop headers are removed: `Connection` and every header it names, `Keep-Alive`,
-//!   `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`
-//!   (hyper re-frames bodies itself);
+//! - the hop rules (`http/hop.rs`): `Connection` and every header it names — never
+//!   `Content-Length`, `Transfer-Encoding` or `Host` — `Keep-Alive`, `Proxy-Connection`,
+//!   `TE`, `Trailer`, `Transfer-Encoding` and `Upgrade` are removed, and the body is framed
+//!   anew by the connection that writes it;
 //! - `Via: <version> strata` is appended (both directions);
 //! - `X-Forwarded-For` gets the agent's address appended (requests).
 //! - `Host` is kept by default: MCP servers check `Host`/`Origin` against DNS rebinding
@@ -19,42 +20,67 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::Authority;
 use http::{Uri, Version};
 
-/// Hop-by-hop headers that are never forwarded, whatever `Connection` says.
-pub const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+use crate::http::hop;
+use crate::http::length::{InvalidLength, stated_length};
 
-/// Removes hop-by-hop headers, including those `Connection` names.
-pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// Applies the hop rules (`http/hop.rs`) to a head about to be forwarded: hop-by-hop fields
+/// and those `Connection` names go (never a framing field); a `Content-Length` beside
+/// `Transfer-Encoding` goes (the coding frames the body and the next hop's framing is
+/// written anew: RFC 9112 §6.3); equal `Content-Length` values, listed or repeated, become
+/// one (RFC 9110 §8.6). Different ones are an error: the message has no one length.
+pub(super) fn apply_hop_rules(headers: &mut HeaderMap) -> Result<(), InvalidLength> {
     // One pass over the names first: most messages carry at most `Connection: keep-alive`,
     // and removing seven names by string (a parse and a hash each) cost more than the rest
-    // of the head rewriting (callgrind, bench/README.md).
-    let mut doomed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| HOP_BY_HOP.contains(&name.as_str()))
-        .cloned()
-        .collect();
-    if doomed.is_empty() {
-        return;
+    // of the head rewriting.
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    let mut coded = false;
+    let mut has_length = false;
+    for name in headers.keys() {
+        if *name == header::CONTENT_LENGTH {
+            has_length = true;
+        } else if hop::is_hop_by_hop(name.as_str().as_bytes()) {
+            coded |= *name == header::TRANSFER_ENCODING;
+            doomed.push(name.clone());
+        }
     }
-    let named = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|name| !HOP_BY_HOP.iter().any(|hop| hop.eq_ignore_ascii_case(name)))
-        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok());
+    if has_length {
+        if coded {
+            doomed.push(header::CONTENT_LENGTH);
+        } else {
+            one_length(headers)?;
+        }
+    }
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<HeaderName> = hop::named_by_connection(
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+    .filter_map(|name| HeaderName::from_bytes(name).ok())
+    .collect();
     doomed.extend(named);
     for name in doomed {
         headers.remove(name);
     }
+    Ok(())
+}
+
+/// `Content-Length` as one value: a list or a repeated field of equal values is written
+/// once; different values are an error.
+fn one_length(headers: &mut HeaderMap) -> Result<(), InvalidLength> {
+    let stated = stated_length(
+        headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )?;
+    if let (true, Some(length)) = (stated.listed, stated.length) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Ok(())
 }
 
 /// Gives every header value its own small allocation. hyper parses header values as slices
@@ -212,7 +238,7 @@ mod tests {
         h.insert("te", HeaderValue::from_static("trailers"));
         h.insert("mcp-session-id", HeaderValue::from_static("abc"));
         h.insert("authorization", HeaderValue::from_static("Bearer t"));
-        strip_hop_by_hop(&mut h);
+        apply_hop_rules(&mut h).unwrap();
         assert_eq!(h.len(), 2);
         assert!(h.contains_key("mcp-session-id"));
         assert!(h.contains_key("authorization"));
@@ -226,14 +252,71 @@ mod tests {
         h.insert("x-other", HeaderValue::from_static("1"));
         h.insert("upgrade", HeaderValue::from_static("h2c"));
         h.insert("accept", HeaderValue::from_static("*/*"));
-        strip_hop_by_hop(&mut h);
+        apply_hop_rules(&mut h).unwrap();
         assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
 
         // None at all: untouched.
         let mut h = HeaderMap::new();
         h.insert("x-other", HeaderValue::from_static("1"));
-        strip_hop_by_hop(&mut h);
+        apply_hop_rules(&mut h).unwrap();
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn connection_never_removes_framing_fields() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_static("content-length, Host, transfer-encoding, x-a"),
+        );
+        h.insert("content-length", HeaderValue::from_static("45"));
+        h.insert("host", HeaderValue::from_static("probe.local"));
+        h.insert("x-a", HeaderValue::from_static("1"));
+        apply_hop_rules(&mut h).unwrap();
+        let mut left: Vec<_> = h.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [("content-length", &b"45"[..]), ("host", b"probe.local")]
+        );
+    }
+
+    #[test]
+    fn a_length_beside_a_coding_goes_with_it() {
+        let mut h = HeaderMap::new();
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("content-length", HeaderValue::from_static("45"));
+        h.insert("accept", HeaderValue::from_static("*/*"));
+        apply_hop_rules(&mut h).unwrap();
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+    }
+
+    #[test]
+    fn listed_lengths_become_one_and_different_ones_are_refused() {
+        let mut h = HeaderMap::new();
+        h.insert("content-length", HeaderValue::from_static("213, 213"));
+        apply_hop_rules(&mut h).unwrap();
+        assert_eq!(
+            h.get_all("content-length").iter().collect::<Vec<_>>(),
+            ["213"]
+        );
+
+        let mut h = HeaderMap::new();
+        h.append("content-length", HeaderValue::from_static("7"));
+        h.append("content-length", HeaderValue::from_static("7"));
+        apply_hop_rules(&mut h).unwrap();
+        assert_eq!(
+            h.get_all("content-length").iter().collect::<Vec<_>>(),
+            ["7"]
+        );
+
+        for values in [&["213, 214"][..], &["7", "8"], &["x"]] {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("content-length", HeaderValue::from_static(v));
+            }
+            assert_eq!(apply_hop_rules(&mut h), Err(InvalidLength), "{values:?}");
+        }
     }
 
     #[test]

@@ -53,10 +53,9 @@ use super::forward::Hop;
 use super::replay::RequestBody;
 
 mod framing;
-mod wire;
+pub(super) mod wire;
 
 pub use framing::BodyError;
-pub(super) use framing::parse_length;
 use framing::{Decoded, Decoder};
 pub use wire::HeadError;
 

@@ -21,6 +21,8 @@ use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
 use super::known_names::Known;
+use crate::http::hop;
+use crate::telemetry::decimal;
 
 /// Where a name or value lies in the head.
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +95,14 @@ impl<'a> Headers<'a> {
 
     pub(crate) fn contains(self, name: Known) -> bool {
         self.get(name).is_some()
+    }
+
+    /// Whether a listed name appears more than once.
+    pub(crate) fn repeats(self, name: Known) -> bool {
+        match self {
+            Headers::Map(map) => map.get_all(name.header_name()).iter().nth(1).is_some(),
+            Headers::Own(fields) => fields.all(name).nth(1).is_some(),
+        }
     }
 
     /// Whether every value of a listed name passes `f` (true when there is none).
@@ -207,11 +217,14 @@ impl HeadFields {
 
     /// Writes the fields to forward as `name: value` lines: all but hop-by-hop ones, those
     /// `Connection` names and `X-Forwarded-For` (the hop writes the sum); `Host` as
-    /// [`set_host`](Self::set_host) chose (where the agent's first was, or last).
-    pub(crate) fn write_forwarded(&self, out: &mut Vec<u8>) {
+    /// [`set_host`](Self::set_host) chose (where the agent's first was, or last); the first
+    /// `Content-Length` as `length`, the body this hop writes, and no other. Whether a
+    /// `Content-Length` was written.
+    pub(crate) fn write_forwarded(&self, out: &mut Vec<u8>, length: u64) -> bool {
         // A replaced `Host` takes the first one's place; any other goes.
         let replacing = self.host.is_some();
         let mut host = self.host.as_ref().map(HeaderValue::as_bytes);
+        let mut wrote_length = false;
         self.each_forwarded(|name, known, value| match known {
             Some(Known::XForwardedFor) => {}
             Some(Known::Host) if replacing => {
@@ -219,15 +232,22 @@ impl HeadFields {
                     line(out, b"host", value);
                 }
             }
+            Some(Known::ContentLength) => {
+                if !wrote_length {
+                    line(out, b"content-length", decimal(length, &mut [0; 20]));
+                }
+                wrote_length = true;
+            }
             _ => write_line(out, name, known, value),
         });
         if let Some(value) = host {
             line(out, b"host", value);
         }
+        wrote_length
     }
 
     /// `f(name as sent, its entry, value)` for each field a proxy passes on, in order: all
-    /// but hop-by-hop ones and those `Connection` names (what `forward::strip_hop_by_hop`
+    /// but hop-by-hop ones and those `Connection` names (what `forward::apply_hop_rules`
     /// leaves in a map).
     pub(crate) fn each_forwarded<'a>(
         &'a self,
@@ -252,19 +272,10 @@ impl HeadFields {
         self.fields.retain(|f| f.known != Some(name));
     }
 
-    /// The names `Connection` lists besides the hop-by-hop ones (RFC 9110 §7.6.1); none,
-    /// without an allocation, for the usual `keep-alive` or `close`.
+    /// The names `Connection` lists for removal (`http/hop.rs`: never a framing field);
+    /// none, without an allocation, for the usual `keep-alive` or `close`.
     fn connection_named(&self) -> Vec<&[u8]> {
-        let mut named = Vec::new();
-        for value in self.all(Known::Connection) {
-            for token in value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if !token.is_empty() && !Known::of(token).is_some_and(Known::is_hop_by_hop) {
-                    named.push(token);
-                }
-            }
-        }
-        named
+        hop::named_by_connection(self.all(Known::Connection)).collect()
     }
 }
 

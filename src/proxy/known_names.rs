@@ -142,7 +142,7 @@ impl Known {
         }
     }
 
-    /// Hop-by-hop (`forward::HOP_BY_HOP`): never forwarded, whatever `Connection` says.
+    /// Hop-by-hop (`http::hop::HOP_BY_HOP`): never forwarded, whatever `Connection` says.
     pub(crate) fn is_hop_by_hop(self) -> bool {
         use Known::*;
         matches!(
@@ -243,7 +243,7 @@ mod tests {
                     assert_eq!(known.spelled(), name.to_ascii_lowercase().as_bytes());
                     assert_eq!(
                         known.is_hop_by_hop(),
-                        crate::proxy::HOP_BY_HOP.contains(&known.header_name().as_str()),
+                        crate::http::hop::HOP_BY_HOP.contains(&known.header_name().as_str()),
                         "{spelled}"
                     );
                 }

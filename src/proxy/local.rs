@@ -12,6 +12,9 @@ use super::body::{BodySink, ProxyBody};
 pub(super) enum LocalError {
     /// The agent's request target could not be forwarded (downstream side; not retryable).
     BadRequestTarget,
+    /// The agent's request head cannot be forwarded as one message: `Host` twice, or
+    /// `Content-Length` values that differ (downstream side; RFC 9112 §3.2, RFC 9110 §8.6).
+    BadRequestHead,
     /// The agent's request body broke while strata read it into the replay buffer
     /// (downstream side).
     BadRequestBody,
@@ -35,7 +38,9 @@ pub(super) enum LocalError {
 impl LocalError {
     pub(super) fn status(self) -> StatusCode {
         match self {
-            LocalError::BadRequestTarget | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
+            LocalError::BadRequestTarget
+            | LocalError::BadRequestHead
+            | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
             LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
             LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
@@ -49,6 +54,7 @@ impl LocalError {
     pub(super) fn code(self) -> &'static str {
         match self {
             LocalError::BadRequestTarget => "downstream:bad_request_target",
+            LocalError::BadRequestHead => "downstream:bad_request_head",
             LocalError::BadRequestBody => "downstream:request_body_broken",
             LocalError::UpstreamConnect => "upstream:connect_error",
             LocalError::UpstreamBroken => "upstream:reset_before_response",
@@ -63,6 +69,9 @@ impl LocalError {
     fn message(self) -> &'static str {
         match self {
             LocalError::BadRequestTarget => "strata: the request target cannot be forwarded",
+            LocalError::BadRequestHead => {
+                "strata: the request head repeats Host or states conflicting lengths"
+            }
             LocalError::BadRequestBody => "strata: the request body broke before it was read",
             LocalError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
             LocalError::UpstreamBroken => {

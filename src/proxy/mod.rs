@@ -8,6 +8,8 @@ mod body;
 mod call;
 pub mod client;
 mod clients;
+#[doc(hidden)]
+pub mod differential;
 mod forward;
 mod from_agent;
 pub mod h1_conns;
@@ -49,7 +51,7 @@ pub use body::{
 use call::SentAs;
 pub use call::{CallContext, CallMeta, CallTracker};
 pub use client::{ClientError, UpstreamClient};
-pub use forward::{HOP_BY_HOP, Peer};
+pub use forward::Peer;
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, ResponseBody, SendError};
 use head_fields::{HeadFields, Headers};
@@ -376,6 +378,12 @@ impl Proxy {
             };
             // Before anything is read or forwarded: a browser page from another origin must not
             // reach the MCP server (DNS rebinding; 2025-11-25 transports §Security Warning).
+            // One message, one target host (RFC 9112 §3.2): a second `Host` is refused
+            // before anything is forwarded.
+            if headers.repeats(Known::Host) {
+                tracing::debug!(%agent, "request refused: Host appears more than once");
+                return Ok(local::response(LocalError::BadRequestHead));
+            }
             if !self.origin_allowed(headers) {
                 self.ctx().metrics.limit_hit(Limit::Origin);
                 tracing::debug!("request refused: its Origin is not in `origins`");
@@ -486,7 +494,9 @@ impl Proxy {
                         &self.authority,
                         self.rewrite_host,
                     );
-                    forward::strip_hop_by_hop(&mut parts.headers);
+                    if forward::apply_hop_rules(&mut parts.headers).is_err() {
+                        return Ok(local::response(LocalError::BadRequestHead));
+                    }
                     // Only an h2 connection keeps values after sending them (`own_values`): a
                     // `https://` upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
                     if self.h1.is_none() {
@@ -663,7 +673,13 @@ impl Proxy {
             // This hop's `Via` names the version the upstream answered in.
             let via = forward::via(parts.version);
             if upstream_fields.is_none() {
-                forward::strip_hop_by_hop(&mut parts.headers);
+                // Conflicting lengths (hyper's client and strata's own refuse them first).
+                if forward::apply_hop_rules(&mut parts.headers).is_err() {
+                    if let Some(mut tracker) = waiting.take_tracker() {
+                        tracker.no_response(LocalError::UpstreamBroken.status().as_u16());
+                    }
+                    return Ok(local::response(LocalError::UpstreamBroken));
+                }
                 if agent_version == Version::HTTP_2 {
                     forward::own_values(&mut parts.headers);
                 }

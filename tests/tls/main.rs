@@ -18,6 +18,7 @@ mod support;
 
 mod agent;
 mod config;
+mod framing;
 mod peers;
 mod pki;
 mod streaming;

@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::proxy::HOP_BY_HOP;
+use crate::http::hop::{self, HOP_BY_HOP};
 
 use super::codec;
 use super::replace;
@@ -117,14 +117,15 @@ impl Record {
 
 /// The headers worth recording, and whether the body is an SSE stream.
 fn recorded_headers(headers: &HeaderMap) -> (Vec<(String, Vec<u8>)>, bool) {
-    // Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1).
-    let named: Vec<String> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|n| n.trim().to_ascii_lowercase())
-        .collect();
+    // Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1; `http/hop.rs`).
+    let named: Vec<String> = hop::named_by_connection(
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+    .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+    .collect();
     let kept = headers
         .iter()
         .filter(|(name, _)| keeps_header(name.as_str()))

@@ -14,10 +14,10 @@ use std::mem::MaybeUninit;
 use bytes::Bytes;
 use http::{Method, Request, Uri, Version};
 
-use super::super::h1_conns::parse_length;
 use super::super::head_fields::{Field, HeadFields, Span};
 use super::super::known_names::Known;
 use super::has_close;
+use crate::http::length::parse_length;
 
 /// Most header fields parsed in place; a head with more (and a larger `limits.max_headers`)
 /// is hyper's.
@@ -33,7 +33,7 @@ pub(in crate::proxy) struct HeadLimits {
 /// A complete head this connection serves, as offsets into the read buffer: the buffer may
 /// move while the body is read.
 #[derive(Debug)]
-pub(super) struct Head {
+pub(in crate::proxy) struct Head {
     /// The head's length, blank line included.
     pub len: usize,
     method: Method,
@@ -49,7 +49,7 @@ pub(super) struct Head {
 
 /// What the buffer holds.
 #[derive(Debug)]
-pub(super) enum Parsed {
+pub(in crate::proxy) enum Parsed {
     Complete(Head),
     /// More bytes needed.
     Partial,
@@ -58,7 +58,7 @@ pub(super) enum Parsed {
 }
 
 /// Parses the head at the start of `buf`.
-pub(super) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
+pub(in crate::proxy) fn parse(buf: &[u8], limits: HeadLimits) -> Parsed {
     // Uninitialised slots, as for the upstream's heads (`h1_conns/wire.rs`).
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let slots = &mut slots[..limits.max_fields.clamp(1, MAX_FIELDS)];
@@ -133,7 +133,7 @@ impl Head {
     /// The request without its header map, and its fields as read (`head_fields.rs`), taken
     /// from this head, which they keep (moved: a clone is a reference count up and down);
     /// the head back when the `http` types refuse its target.
-    pub(super) fn request_and_fields(
+    pub(in crate::proxy) fn request_and_fields(
         &mut self,
         head: Bytes,
     ) -> Result<(Request<()>, HeadFields), Bytes> {

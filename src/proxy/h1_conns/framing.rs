@@ -7,6 +7,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::wire::{HeadError, MAX_HEADERS};
+use crate::http::length::{Stated, stated_length};
 
 /// A chunk line's extensions may take this much, all chunks together (hyper's limit, against
 /// a server that sends extensions without end).
@@ -87,21 +88,20 @@ enum State {
 
 impl Framing {
     /// The framing of a response to `method` (RFC 9112 §6.3), from its last
-    /// `Transfer-Encoding` value and every `Content-Length` one. True as well when a transfer
-    /// coding frames the body: a `Content-Length` beside it is then to be removed (it does not
-    /// describe the body, and the agent's connection is framed anew).
+    /// `Transfer-Encoding` value and every `Content-Length` one, and what the
+    /// `Content-Length` fields are to become.
     pub(super) fn of_response<'a>(
         method: &Method,
         status: StatusCode,
         version: Version,
         coding: Option<&[u8]>,
         lengths: impl Iterator<Item = &'a [u8]>,
-    ) -> Result<(Framing, bool), HeadError> {
+    ) -> Result<(Framing, Lengths), HeadError> {
         if method == Method::HEAD
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
-            return Ok((Framing::Empty, false));
+            return Ok((Framing::Empty, Lengths::One));
         }
         if let Some(last) = coding {
             let chunked = last
@@ -115,24 +115,15 @@ impl Framing {
             } else {
                 Framing::Close
             };
-            return Ok((framing, true));
+            return Ok((framing, Lengths::Coded));
         }
-        let mut length = None;
-        for value in lengths {
-            for part in value.split(|&b| b == b',') {
-                let n = parse_length(part.trim_ascii()).ok_or(HeadError::ContentLength)?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(HeadError::ContentLength);
-                }
-                length = Some(n);
-            }
-        }
-        let framing = match length {
+        let stated = stated_length(lengths).map_err(|_| HeadError::ContentLength)?;
+        let framing = match stated.length {
             Some(0) => Framing::Empty,
             Some(n) => Framing::Length(n),
             None => Framing::Close,
         };
-        Ok((framing, false))
+        Ok((framing, Lengths::of(stated)))
     }
 
     pub(super) fn decoder(self) -> Decoder {
@@ -150,15 +141,26 @@ impl Framing {
     }
 }
 
-/// A `Content-Length` value: 1*DIGIT, at most 19 of them (fits a u64). Also the agent
-/// connection's (`agent_h1/`).
-pub(in crate::proxy) fn parse_length(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 {
-        return None;
+/// What becomes of a response's `Content-Length` fields on the way to the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lengths {
+    /// None, or one value: forwarded as they are.
+    One,
+    /// Stated more than once with equal values: forwarded as one (RFC 9110 §8.6).
+    Listed,
+    /// A transfer coding frames the body: removed (they do not describe it, and the agent's
+    /// connection is framed anew).
+    Coded,
+}
+
+impl Lengths {
+    fn of(stated: Stated) -> Lengths {
+        if stated.listed {
+            Lengths::Listed
+        } else {
+            Lengths::One
+        }
     }
-    digits.iter().try_fold(0u64, |n, &d| {
-        d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
-    })
 }
 
 // === impl Decoder ===

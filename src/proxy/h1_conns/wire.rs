@@ -15,7 +15,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
-use super::framing::Framing;
+use super::framing::{Framing, Lengths};
 use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
 use crate::proxy::head_fields::{Field, HeadFields, line};
 use crate::proxy::known_names::Known;
@@ -65,9 +65,12 @@ pub(in crate::proxy) enum Fields<'a> {
 }
 
 /// Writes the request head: `METHOD target HTTP/1.1`, every header as it is, this hop's
-/// `Via` and `X-Forwarded-For` (the latter the sum of the head's own and the agent's), and
-/// `Content-Length: {body_len}` when the agent's head carried none (its `Transfer-Encoding`
-/// was removed as hop-by-hop; this connection frames the body by length).
+/// `Via` and `X-Forwarded-For` (the latter the sum of the head's own and the agent's).
+///
+/// The body's framing is this connection's: the body is known whole, so `Content-Length`
+/// says `body_len`, where the agent's stood or at the end (its `Transfer-Encoding` was
+/// removed as hop-by-hop). Never the agent's value as read: a length that is not the body's
+/// would leave part of it to be read as another request.
 pub(in crate::proxy) fn encode_request(
     out: &mut Vec<u8>,
     method: &Method,
@@ -80,30 +83,43 @@ pub(in crate::proxy) fn encode_request(
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let has_length = match fields {
+    let wrote_length = match fields {
         Fields::Map(headers) => {
+            let mut wrote_length = false;
             for (name, value) in headers {
                 if name == X_FORWARDED_FOR {
+                    continue;
+                }
+                if name == header::CONTENT_LENGTH {
+                    if !wrote_length {
+                        content_length(out, body_len);
+                    }
+                    wrote_length = true;
                     continue;
                 }
                 line(out, name.as_str().as_bytes(), value.as_bytes());
             }
             let prior = headers.get_all(X_FORWARDED_FOR);
             hop.write(prior.iter().map(HeaderValue::as_bytes), out);
-            headers.contains_key(header::CONTENT_LENGTH)
+            wrote_length
         }
         Fields::AsRead(fields) => {
-            fields.write_forwarded(out);
+            let wrote_length = fields.write_forwarded(out, body_len as u64);
             hop.write(fields.all(Known::XForwardedFor), out);
-            fields.contains(Known::ContentLength)
+            wrote_length
         }
     };
     // RFC 9110 §8.6: a request whose method gives content a meaning says its length, even 0.
-    if !has_length && (body_len > 0 || has_content(method)) {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(decimal(body_len as u64, &mut [0; 20]));
-        out.extend_from_slice(b"\r\n");
+    if !wrote_length && (body_len > 0 || has_content(method)) {
+        content_length(out, body_len);
     }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `content-length: {len}`.
+fn content_length(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(decimal(len as u64, &mut [0; 20]));
     out.extend_from_slice(b"\r\n");
 }
 
@@ -164,9 +180,12 @@ pub(super) fn parse_response(
         let mut fields = HeadFields::new(buf.split_to(len).freeze(), fields);
         let coding = fields.all(Known::TransferEncoding).next_back();
         let lengths = fields.all(Known::ContentLength);
-        let (framing, coded) =
+        let (framing, lengths) =
             Framing::of_response(request_method, status, version, coding, lengths)?;
-        if coded {
+        // A listed length is made one in the map (`forward::apply_hop_rules`): the fields as
+        // read are forwarded as they came.
+        let as_read = as_read && lengths != Lengths::Listed;
+        if lengths == Lengths::Coded {
             fields.remove(Known::ContentLength);
         }
         let keep_alive = keeps_alive(version, fields.all(Known::Connection))

@@ -189,7 +189,7 @@ fn the_date_is_an_imf_fixdate() {
 #[test]
 fn fields_as_read_are_written_as_the_map_path_writes_them() {
     use crate::proxy::attempt::add_attempts;
-    use crate::proxy::forward::{add_via, strip_hop_by_hop, via};
+    use crate::proxy::forward::{add_via, apply_hop_rules, via};
     use crate::proxy::head_fields::HeadFields;
     use std::collections::BTreeMap;
 
@@ -204,13 +204,14 @@ fn fields_as_read_are_written_as_the_map_path_writes_them() {
         }
         (text.lines().next().map(str::to_owned), lines)
     };
-    let heads: [&'static [u8]; 6] = [
+    let heads: [&'static [u8]; 7] = [
         b"Content-Type: application/json\r\nContent-Length: 12\r\nDate: Wed, 02 Dec 2026 04:00:00 GMT\r\n\r\n",
         b"content-type: text/event-stream\r\nCache-Control: no-cache\r\nMcp-Session-Id: s-1\r\n\r\n",
         b"Connection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nX-Kept: 2\r\nx-kept: 3\r\n\r\n",
         b"Retry-After: 1\r\nStrata-Attempts: 9\r\nVia: 1.1 other\r\nContent-Length: 0\r\n\r\n",
         b"Trailer: x\r\nUpgrade: h2c\r\nProxy-Connection: close\r\nTE: trailers\r\nServer: up\r\n\r\n",
         b"Content-Length: 5\r\nContent-Length: 5\r\nX-Odd-Name: \x80\xff\r\n\r\n",
+        b"Connection: Content-Length, x-hop\r\nContent-Length: 5\r\nX-Hop: 1\r\n\r\n",
     ];
     for head in heads {
         for (status, version) in [(200, Version::HTTP_11), (503, Version::HTTP_10)] {
@@ -225,7 +226,7 @@ fn fields_as_read_are_written_as_the_map_path_writes_them() {
                     parts.version = version;
                     let mut mapped = parts.clone();
                     mapped.headers = fields.to_map().unwrap();
-                    strip_hop_by_hop(&mut mapped.headers);
+                    apply_hop_rules(&mut mapped.headers).unwrap();
                     add_via(&mut mapped.headers, version);
                     add_attempts(&mut mapped.headers, attempts);
                     let mut by_map = Vec::new();

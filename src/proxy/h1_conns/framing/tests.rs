@@ -113,7 +113,25 @@ fn transfer_encoding_wins_over_content_length_which_is_removed() {
         [&b"3"[..]].into_iter(),
     );
     // Chunked, and the length is to be removed (`wire.rs` does, in either form).
-    assert_eq!(f.unwrap(), (Framing::Chunked, true));
+    assert_eq!(f.unwrap(), (Framing::Chunked, Lengths::Coded));
+}
+
+#[test]
+fn equal_lengths_listed_or_repeated_frame_by_that_length_and_are_made_one() {
+    for values in [&["213, 213"][..], &["213", "213"]] {
+        let f = Framing::of_response(
+            &Method::POST,
+            StatusCode::OK,
+            Version::HTTP_11,
+            None,
+            values.iter().map(|v| v.as_bytes()),
+        );
+        assert_eq!(
+            f.unwrap(),
+            (Framing::Length(213), Lengths::Listed),
+            "{values:?}"
+        );
+    }
 }
 
 #[test]

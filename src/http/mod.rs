@@ -1,0 +1,5 @@
+//! HTTP without MCP: the rules a proxy applies to every head it passes on, whatever
+//! connection read it and whatever connection writes it.
+
+pub mod hop;
+pub mod length;

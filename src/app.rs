@@ -12,11 +12,11 @@ use tokio::task::JoinHandle;
 
 use crate::admin::{Health, serve_admin};
 use crate::config::{Config, ConfigErrors};
+use crate::listen::accept::{ServerSettings, serve};
+use crate::listen::tls::{self, AgentTls, TlsError};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
-use crate::proxy::server::{ServerSettings, serve};
-use crate::proxy::tls::{self, AgentTls, TlsError};
-use crate::proxy::workers::Workers;
 use crate::proxy::{ClientError, CurrentProxy, Proxy};
+use crate::runtime::workers::Workers;
 
 /// Why strata could not start. Always the operator's side: nothing was served yet.
 #[derive(Debug, thiserror::Error)]

@@ -143,9 +143,9 @@ pub fn check_config(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Ex
 /// Reads the PEM files the config names, as start does: validation only checks that they
 /// exist, and a file that exists but holds no usable certificate or key would stop the start.
 fn certificate_files(config: &Config) -> anyhow::Result<()> {
-    crate::proxy::tls::acceptor(config.tls.as_ref())?;
+    crate::listen::tls::acceptor(config.tls.as_ref())?;
     if let Some(ca_file) = &config.upstream_tls.ca_file {
-        crate::proxy::client::read_certs(ca_file)?;
+        crate::proxy::pooled_client::read_certs(ca_file)?;
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ pub use labels::{
     SuppressReason, TlsFailure,
 };
 
-use crate::per_worker::PerWorker;
+use crate::runtime::per_worker::PerWorker;
 use calls::{CallCache, CallFamilies};
 use shards::Merged;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use strata::config::{IdempotencyConfig, StoreKind};
-use strata::policy::idempotency::{
+use strata::idempotency::{
     Claim, Completion, Fingerprint, Key, Record, RedisTimeouts, Store, StoreError, fingerprint,
 };
 use support::redis::{Redis, free_port, raw};
@@ -41,7 +41,7 @@ async fn kind(store: &Store, k: &str, fp: u128) -> &'static str {
     }
 }
 
-async fn fresh(store: &Store, k: &str, fp: u128) -> strata::policy::idempotency::Ticket {
+async fn fresh(store: &Store, k: &str, fp: u128) -> strata::idempotency::Ticket {
     match store.claim(&key(k), Fingerprint(fp)).await.unwrap() {
         Claim::Fresh(t) => t,
         other => panic!("expected Fresh, got {other:?}"),

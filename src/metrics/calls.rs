@@ -14,7 +14,7 @@ use thread_local::ThreadLocal;
 use super::labels::{MAX_LABEL_BYTES, OTHER, RetryReason, SuppressReason};
 use super::{CounterFamily, HistogramFamily};
 use crate::classify::Outcome;
-use crate::per_worker::PerWorker;
+use crate::runtime::per_worker::PerWorker;
 
 /// A map with foldhash (see [`CacheInner`]).
 type FastMap<K, V> = HashMap<K, V, RandomState>;

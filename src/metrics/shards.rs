@@ -11,7 +11,7 @@ use std::collections::hash_map::Entry;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, Metric, MetricFamily, MetricType};
 
-use crate::per_worker::PerWorker;
+use crate::runtime::per_worker::PerWorker;
 
 /// Registered in place of the shards: one family, each series summed over the shards.
 pub(super) struct Merged<C>(pub(super) PerWorker<C>);

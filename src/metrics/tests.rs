@@ -444,7 +444,7 @@ fn a_scrape_sums_each_series_over_the_workers_shards() {
             .map(|worker| {
                 let m = &m;
                 s.spawn(move || {
-                    crate::per_worker::enter(worker);
+                    crate::runtime::per_worker::enter(worker);
                     let call = m.call("tools/call", "echo");
                     for _ in 0..=worker {
                         call.record(Outcome::ToolSuccess, Duration::from_millis(30));

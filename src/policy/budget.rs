@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::RetryBudget;
-use crate::per_worker::{Line, PerWorker};
+use crate::runtime::per_worker::{Line, PerWorker};
 
 /// Per-second buckets of calls and of retries.
 ///
@@ -165,7 +165,7 @@ mod tests {
             for worker in 0..3 {
                 let b = &b;
                 s.spawn(move || {
-                    crate::per_worker::enter(worker);
+                    crate::runtime::per_worker::enter(worker);
                     for _ in 0..10 {
                         b.deposit(Instant::now());
                     }

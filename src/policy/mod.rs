@@ -11,8 +11,7 @@
 
 pub mod backoff;
 pub mod budget;
-pub mod idempotency;
-pub mod idempotent;
+pub mod resendable;
 pub mod retry_after;
 
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use crate::config::{PolicyConfig, RetryConfig, RetryOn, ToolRule};
 use crate::metrics::{RetryReason, SuppressReason};
 
 pub use budget::Budget;
-pub use idempotent::{Annotations, Verdict};
+pub use resendable::{Annotations, Verdict};
 
 /// The runtime policy, built once from the config.
 pub struct Policy {
@@ -136,7 +135,7 @@ impl Policy {
     }
 
     pub fn verdict(&self, method: &str, tool: &str, has_key: bool) -> Verdict {
-        idempotent::decide(
+        resendable::decide(
             &self.rules,
             self.annotations.as_deref(),
             self.honours_keys,

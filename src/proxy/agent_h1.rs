@@ -48,11 +48,11 @@ mod rewind;
 
 #[doc(hidden)]
 pub use read_request::{ReadRequest, read_request};
-pub(super) use request::HeadLimits;
+pub(crate) use request::HeadLimits;
 use request::{Head, Parsed};
 pub(super) use response::EncodeError;
 use response::{BodySize, Framing};
-pub(super) use rewind::Rewound;
+pub(crate) use rewind::Rewound;
 
 /// The read buffer's first size, and the least room a read is given (hyper's too).
 const INIT_READ: usize = 8 * 1024;
@@ -68,14 +68,14 @@ const KEEP_OUT: usize = 16 * 1024;
 
 /// The connection's settings (`timeouts.header_read`, `limits.*`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Settings {
+pub(crate) struct Settings {
     pub header_read: Duration,
     pub limits: HeadLimits,
 }
 
 /// How a connection ended here.
 #[derive(Debug)]
-pub(super) enum Served {
+pub(crate) enum Served {
     /// Closed: by the agent between exchanges, after `Connection: close`, at shutdown, or
     /// idle past `timeouts.header_read` after a first exchange.
     Closed,
@@ -168,7 +168,7 @@ enum Gathered {
 /// Serves `tcp` until it closes or is handed to hyper. `first_deadline` bounds the first
 /// head; `started` is set once a request has been read; `stopping` ends (its sender dropped)
 /// when strata shuts down.
-pub(super) async fn serve(
+pub(crate) async fn serve(
     tcp: TcpStream,
     proxy: &CurrentProxy,
     peer: &Peer,

@@ -9,8 +9,8 @@ use crate::policy::Failure;
 use super::body::FromUpstream;
 use super::h1_conns::SendError;
 use super::head_timer::HeadTimedOut;
-use super::local::LocalError;
-use super::replay::RequestBody;
+use super::request_body::RequestBody;
+use super::strata_error::StrataError;
 
 /// The response header that tells the agent how many attempts its call took (sent only when
 /// strata re-sent it).
@@ -85,7 +85,7 @@ impl Template {
 pub(super) fn attempt_failure(
     sent: Result<Result<Response<FromUpstream>, SendError>, HeadTimedOut>,
     metrics: &Metrics,
-) -> (Option<Failure>, Result<Response<FromUpstream>, LocalError>) {
+) -> (Option<Failure>, Result<Response<FromUpstream>, StrataError>) {
     match sent {
         Ok(Ok(response)) => {
             let failure = matches!(response.status().as_u16(), 429 | 502 | 503 | 504)
@@ -97,17 +97,20 @@ pub(super) fn attempt_failure(
             tracing::debug!(error = %err, "upstream connect failed");
             (
                 Some(Failure::ConnectError),
-                Err(LocalError::UpstreamConnect),
+                Err(StrataError::UpstreamConnect),
             )
         }
         Ok(Err(err)) => {
             tracing::debug!(error = %err, "upstream request failed before a response head");
             (
                 Some(Failure::UpstreamReset),
-                Err(LocalError::UpstreamBroken),
+                Err(StrataError::UpstreamBroken),
             )
         }
-        Err(HeadTimedOut) => (Some(Failure::HeadTimeout), Err(LocalError::UpstreamTimeout)),
+        Err(HeadTimedOut) => (
+            Some(Failure::HeadTimeout),
+            Err(StrataError::UpstreamTimeout),
+        ),
     }
 }
 

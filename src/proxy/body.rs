@@ -162,7 +162,7 @@ pub enum ProxyBody<S: BodySink> {
     /// A recorded answer replayed for an idempotency key, classified like an upstream's.
     Replayed(ObservedBody<Full<Bytes>, S>),
     /// An SSE stream with keep-alive comments (`timeouts.sse_keepalive`).
-    KeepAlive(Pin<Box<super::keepalive::KeepAlive<ProxyBody<S>>>>),
+    KeepAlive(Pin<Box<super::sse_keepalive::KeepAlive<ProxyBody<S>>>>),
 }
 
 // === impl UpstreamBody ===

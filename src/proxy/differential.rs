@@ -19,8 +19,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::AsyncWriteExt;
 
 use super::agent_h1::request::{self, HeadLimits, Parsed};
-use super::forward::{self, Hop, Peer};
 use super::h1_conns::wire::{Fields, encode_request};
+use crate::http::forward::{self, Hop, Peer};
 
 /// The upstream bytes each way took, head and body; `None` where that way forwards nothing
 /// (strata's own hands the connection to hyper; hyper refuses the request).

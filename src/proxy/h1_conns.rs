@@ -28,7 +28,7 @@
 //! its calls/s (hyper's parts wake the very task polling them, and tokio woke its idle worker
 //! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
 
-use super::head_fields::HeadFields;
+use crate::http::fields::HeadFields;
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice};
@@ -47,10 +47,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 #[cfg(doc)]
-use super::client::POOL_IDLE_TIMEOUT;
-use super::forward::Hop;
+use super::pooled_client::POOL_IDLE_TIMEOUT;
 #[cfg(doc)]
-use super::replay::RequestBody;
+use super::request_body::RequestBody;
+use crate::http::forward::Hop;
 
 mod framing;
 pub(super) mod wire;

@@ -3,31 +3,19 @@
 
 pub mod agent_h1;
 mod attempt;
-pub mod balance;
 mod body;
-mod call;
-pub mod client;
-mod clients;
 #[doc(hidden)]
 pub mod differential;
-mod forward;
 mod from_agent;
 pub mod h1_conns;
-mod head_fields;
 mod head_timer;
-mod inspect;
-mod keepalive;
-mod keys;
-mod known_names;
-mod local;
-mod origin;
-mod replay;
-mod resume;
-mod sending;
-pub mod server;
-pub mod tls;
-mod waiting;
-pub mod workers;
+mod idempotency_key;
+mod in_flight;
+mod pending;
+pub mod pooled_client;
+mod request_body;
+mod sse_keepalive;
+mod strata_error;
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -36,53 +24,41 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::header::HeaderName;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use tokio::time::Instant;
 
 use crate::config::{self, Config, HostHeader};
+use crate::http::forward;
+use crate::http::names::IDEMPOTENCY_KEY;
 use crate::metrics::{HttpMethod, Limit, Metrics};
-use crate::per_worker::PerWorker;
+use crate::runtime::per_worker::PerWorker;
 
+use crate::http::fields::{HeadFields, Headers};
+pub use crate::http::forward::Peer;
+use crate::http::names::Known;
+pub use crate::observe::resume::ResumeRegistry;
+use crate::observe::tracker::SentAs;
+pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
 };
-use call::SentAs;
-pub use call::{CallContext, CallMeta, CallTracker};
-pub use client::{ClientError, UpstreamClient};
-pub use forward::Peer;
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, ResponseBody, SendError};
-use head_fields::{HeadFields, Headers};
 pub(crate) use head_timer::{Deadline, HeadTimer, Timer};
-pub use keepalive::KeepAlive;
-use known_names::Known;
-pub use resume::ResumeRegistry;
-use sending::Sending;
+use in_flight::Sending;
+pub use pooled_client::{ClientError, UpstreamClient};
+pub use sse_keepalive::KeepAlive;
 
+use crate::observe::inspect::{InspectSink, Inspection};
 use attempt::{BodyKind, Template, add_attempts, attempt_failure};
-use inspect::{InspectSink, Inspection};
-use keys::{KeyClaim, replay_record};
-use local::LocalError;
-use replay::{Buffered, ReadError, RequestBody};
-use waiting::Waiting;
+use idempotency_key::{KeyClaim, replay_record};
+use pending::PendingCall;
+use request_body::{Buffered, ReadError, RequestBody};
+use strata_error::StrataError;
 
-use crate::policy::idempotency::{Recording, Store as IdempotencyStore, recordable_status};
+use crate::idempotency::{Recording, Store as IdempotencyStore, recordable_status};
 use crate::policy::{Annotations, Attempt, Next, Policy};
-
-/// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
-/// Management). Header names are case-insensitive; 2025-11-25 spells it `MCP-Session-Id`.
-///
-/// Names as `HeaderName` constants rather than strings: a lookup by `&str` parses the name
-/// first (`http`'s `parse_hdr`), ~500 instructions a lookup, four or more on every call.
-const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-/// The IETF draft's header (draft-ietf-httpapi-idempotency-key-header).
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-/// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
-const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// An answer's fields as the upstream sent them, for strata's own agent connection to
 /// write (`agent_h1/response.rs`): [`Proxy::handle`] gives them for a request whose fields
@@ -131,13 +107,13 @@ pub struct Proxy {
 struct Carried {
     metrics: Arc<Metrics>,
     resume: Arc<ResumeRegistry>,
-    clients: Arc<clients::SessionClients>,
+    clients: Arc<crate::observe::session_clients::SessionClients>,
     /// The upstream's tool annotations learnt so far.
     annotations: Arc<Annotations>,
     /// Idempotency records (the memory store must outlive a reload).
     idempotency: IdempotencyStore,
     /// Recent failed calls, to tell the agent's own retries.
-    recent: Arc<origin::RecentFailures>,
+    recent: Arc<crate::observe::client_retry::RecentFailures>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -223,7 +199,7 @@ impl Proxy {
     }
 
     fn build(config: &Config, carried: Carried) -> Result<Arc<Proxy>, ClientError> {
-        let client = client::build(&config.upstream_tls, config.timeouts.connect)?;
+        let client = pooled_client::build(&config.upstream_tls, config.timeouts.connect)?;
         let scheme = match config.upstream.scheme {
             config::Scheme::Http => Scheme::HTTP,
             config::Scheme::Https => Scheme::HTTPS,
@@ -243,7 +219,7 @@ impl Proxy {
             H1Conns::new(
                 &config.upstream.authority,
                 config.timeouts.connect,
-                client::POOL_IDLE_TIMEOUT,
+                pooled_client::POOL_IDLE_TIMEOUT,
             )
         });
         Ok(Arc::new(Proxy {
@@ -382,12 +358,12 @@ impl Proxy {
             // before anything is forwarded.
             if headers.repeats(Known::Host) {
                 tracing::debug!(%agent, "request refused: Host appears more than once");
-                return Ok(local::response(LocalError::BadRequestHead));
+                return Ok(strata_error::response(StrataError::BadRequestHead));
             }
             if !self.origin_allowed(headers) {
                 self.ctx().metrics.limit_hit(Limit::Origin);
                 tracing::debug!("request refused: its Origin is not in `origins`");
-                return Ok(local::response(LocalError::OriginForbidden));
+                return Ok(strata_error::response(StrataError::OriginForbidden));
             }
             let method = parts.method.clone();
 
@@ -426,7 +402,8 @@ impl Proxy {
                             Ok(Buffered::Whole(whole.unwrap_or_default()))
                         }
                         body => {
-                            Box::pin(replay::read_up_to(body, cap, self.request_body_idle)).await
+                            Box::pin(request_body::read_up_to(body, cap, self.request_body_idle))
+                                .await
                         }
                     };
                     match read {
@@ -445,12 +422,12 @@ impl Proxy {
                         }
                         // The agent's body broke: nothing can be forwarded.
                         Err(ReadError::Broken) => {
-                            return Ok(local::response(LocalError::BadRequestBody));
+                            return Ok(strata_error::response(StrataError::BadRequestBody));
                         }
                         Err(ReadError::Idle) => {
                             self.ctx().metrics.limit_hit(Limit::RequestBodyTimeout);
                             tracing::info!(%agent, "request body paused past timeouts.request_body_idle; 408");
-                            return Ok(local::response(LocalError::RequestBodyTimeout));
+                            return Ok(strata_error::response(StrataError::RequestBodyTimeout));
                         }
                     }
                 } else {
@@ -472,7 +449,7 @@ impl Proxy {
             {
                 match own.to_map() {
                     Some(map) => parts.headers = map,
-                    None => return Ok(local::response(LocalError::BadRequestBody)),
+                    None => return Ok(strata_error::response(StrataError::BadRequestBody)),
                 }
             }
             // hyper's client takes the upstream's absolute URI; strata's own connection writes
@@ -481,7 +458,7 @@ impl Proxy {
                 Some(_) => None,
                 None => match self.upstream_uri(parts.uri.path_and_query()) {
                     Ok(uri) => Some(uri),
-                    Err(_) => return Ok(local::response(LocalError::BadRequestTarget)),
+                    Err(_) => return Ok(strata_error::response(StrataError::BadRequestTarget)),
                 },
             };
             match &mut fields {
@@ -495,7 +472,7 @@ impl Proxy {
                         self.rewrite_host,
                     );
                     if forward::apply_hop_rules(&mut parts.headers).is_err() {
-                        return Ok(local::response(LocalError::BadRequestHead));
+                        return Ok(strata_error::response(StrataError::BadRequestHead));
                     }
                     // Only an h2 connection keeps values after sending them (`own_values`): a
                     // `https://` upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
@@ -514,7 +491,7 @@ impl Proxy {
 
             // Until the upstream answers, a dropped future (the agent left) must still give every
             // request its outcome: the guard does that on drop.
-            let mut waiting = Waiting {
+            let mut waiting = PendingCall {
                 proxy: self,
                 inspection,
                 resumed,
@@ -545,7 +522,7 @@ impl Proxy {
                         if let Some(mut tracker) = waiting.take_tracker() {
                             tracker.no_response(why.status().as_u16());
                         }
-                        return Ok(local::response(why));
+                        return Ok(strata_error::response(why));
                     }
                 }
             }
@@ -569,7 +546,7 @@ impl Proxy {
                 let request = match (first.take(), &template) {
                     (Some((parts, body)), _) => Request::from_parts(parts, body),
                     (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
-                    (None, None) => break Err(LocalError::UpstreamBroken),
+                    (None, None) => break Err(StrataError::UpstreamBroken),
                 };
                 // This attempt's answer only (one that fails before a head leaves none).
                 upstream_fields = None;
@@ -649,12 +626,12 @@ impl Proxy {
                     if let Some(body) = unsent.and_then(|mut back| back.try_recv().ok()) {
                         // Never sent (no connection): read it here so its calls get an outcome.
                         // Boxed: a rare path, whose room would be in every call's future.
-                        Box::pin(replay::read_unsent(body, self.inspect_cap)).await;
+                        Box::pin(request_body::read_unsent(body, self.inspect_cap)).await;
                     }
                     if let Some(mut tracker) = waiting.take_tracker() {
                         tracker.no_response(why.status().as_u16());
                     }
-                    let mut response = local::response(why);
+                    let mut response = strata_error::response(why);
                     add_attempts(response.headers_mut(), waiting.attempts);
                     return Ok(response);
                 }
@@ -667,7 +644,7 @@ impl Proxy {
             {
                 match own.to_map() {
                     Some(map) => parts.headers = map,
-                    None => return Ok(local::response(LocalError::UpstreamBroken)),
+                    None => return Ok(strata_error::response(StrataError::UpstreamBroken)),
                 }
             }
             // This hop's `Via` names the version the upstream answered in.
@@ -676,9 +653,9 @@ impl Proxy {
                 // Conflicting lengths (hyper's client and strata's own refuse them first).
                 if forward::apply_hop_rules(&mut parts.headers).is_err() {
                     if let Some(mut tracker) = waiting.take_tracker() {
-                        tracker.no_response(LocalError::UpstreamBroken.status().as_u16());
+                        tracker.no_response(StrataError::UpstreamBroken.status().as_u16());
                     }
-                    return Ok(local::response(LocalError::UpstreamBroken));
+                    return Ok(strata_error::response(StrataError::UpstreamBroken));
                 }
                 if agent_version == Version::HTTP_2 {
                     forward::own_values(&mut parts.headers);
@@ -727,7 +704,7 @@ impl Proxy {
             };
             let body = match self.sse_keepalive {
                 Some(every) if keepalive_applies(parts.status, headers) => {
-                    ProxyBody::KeepAlive(Box::pin(keepalive::KeepAlive::new(body, every)))
+                    ProxyBody::KeepAlive(Box::pin(sse_keepalive::KeepAlive::new(body, every)))
                 }
                 _ => body,
             };

@@ -1,5 +1,5 @@
-use super::call::CallTracker;
 use super::*;
+use crate::observe::tracker::CallTracker;
 
 /// hyper keeps room for the response body type in every agent connection for the
 /// connection's life, and an SSE stream lives for hours: what it carries counts in the

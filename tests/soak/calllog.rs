@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
-use strata::calllog::CALL_TARGET;
 use strata::classify::Outcome;
+use strata::observe::call_record::CALL_TARGET;
 
 /// Lines of each odd kind kept verbatim for the report.
 const KEEP: usize = 5;

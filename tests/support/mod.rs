@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use strata::app::{self, Running};
-use strata::calllog::CALL_TARGET;
 use strata::classify::Outcome;
 use strata::config::{Config, Upstream};
+use strata::observe::call_record::CALL_TARGET;
 use strata::telemetry::CapturedLogs;
 use strata::testbed::client::{LEGACY_VERSION, McpClient, Transport};
 use strata::testbed::{Testbed, TestbedHandle};

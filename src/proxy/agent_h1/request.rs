@@ -14,10 +14,10 @@ use std::mem::MaybeUninit;
 use bytes::Bytes;
 use http::{Method, Request, Uri, Version};
 
-use super::super::head_fields::{Field, HeadFields, Span};
-use super::super::known_names::Known;
 use super::has_close;
+use crate::http::fields::{Field, HeadFields, Span};
 use crate::http::length::parse_length;
+use crate::http::names::Known;
 
 /// Most header fields parsed in place; a head with more (and a larger `limits.max_headers`)
 /// is hyper's.
@@ -25,7 +25,7 @@ pub(super) const MAX_FIELDS: usize = 100;
 
 /// The limits a head is checked against (`limits.*`).
 #[derive(Clone, Copy, Debug)]
-pub(in crate::proxy) struct HeadLimits {
+pub(crate) struct HeadLimits {
     pub max_bytes: usize,
     pub max_fields: usize,
 }

@@ -14,10 +14,10 @@ use http::response::Parts;
 
 use super::super::AnswerFields;
 use super::super::attempt::ATTEMPTS_HEADER;
-use super::super::head_fields::{line, write_line};
-use super::super::known_names::Known;
 use super::has_close;
+use crate::http::fields::{line, write_line};
 use crate::http::length::parse_length;
+use crate::http::names::Known;
 use crate::telemetry::decimal;
 
 /// How the body goes on the wire (RFC 9112 §6).

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 /// The agent's socket, with what was read ahead put back in front.
 #[derive(Debug)]
-pub(in crate::proxy) struct Rewound {
+pub(crate) struct Rewound {
     ahead: Bytes,
     tcp: TcpStream,
 }

@@ -16,9 +16,9 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 use super::framing::{Framing, Lengths};
-use crate::proxy::forward::{Hop, X_FORWARDED_FOR};
-use crate::proxy::head_fields::{Field, HeadFields, line};
-use crate::proxy::known_names::Known;
+use crate::http::fields::{Field, HeadFields, line};
+use crate::http::forward::{Hop, X_FORWARDED_FOR};
+use crate::http::names::Known;
 use crate::telemetry::decimal;
 
 /// Fields a response head may have (hyper's default).

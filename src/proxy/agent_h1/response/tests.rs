@@ -188,9 +188,9 @@ fn the_date_is_an_imf_fixdate() {
 /// name: HTTP gives no meaning to the order of fields with different names (RFC 9110 §5.3).
 #[test]
 fn fields_as_read_are_written_as_the_map_path_writes_them() {
+    use crate::http::fields::HeadFields;
+    use crate::http::forward::{add_via, apply_hop_rules, via};
     use crate::proxy::attempt::add_attempts;
-    use crate::proxy::forward::{add_via, apply_hop_rules, via};
-    use crate::proxy::head_fields::HeadFields;
     use std::collections::BTreeMap;
 
     let grouped = |text: &str| {

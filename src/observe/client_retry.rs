@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::policy::idempotency::{Fingerprint, fingerprint};
+use crate::idempotency::{Fingerprint, fingerprint};
 
 /// How long after a failure a repeat counts as the agent's retry.
-pub(super) const WINDOW: Duration = Duration::from_secs(300);
+pub(crate) const WINDOW: Duration = Duration::from_secs(300);
 /// Failures remembered at once.
-pub(super) const MAX_REMEMBERED: usize = 4096;
+pub(crate) const MAX_REMEMBERED: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct CallKey {

@@ -9,7 +9,7 @@ use super::body::{BodySink, ProxyBody};
 
 /// Why strata answered itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum LocalError {
+pub(super) enum StrataError {
     /// The agent's request target could not be forwarded (downstream side; not retryable).
     BadRequestTarget,
     /// The agent's request head cannot be forwarded as one message: `Host` twice, or
@@ -35,65 +35,65 @@ pub(super) enum LocalError {
     OriginForbidden,
 }
 
-impl LocalError {
+impl StrataError {
     pub(super) fn status(self) -> StatusCode {
         match self {
-            LocalError::BadRequestTarget
-            | LocalError::BadRequestHead
-            | LocalError::BadRequestBody => StatusCode::BAD_REQUEST,
-            LocalError::UpstreamConnect | LocalError::UpstreamBroken => StatusCode::BAD_GATEWAY,
-            LocalError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            LocalError::IdempotencyInFlight => StatusCode::CONFLICT,
-            LocalError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-            LocalError::OriginForbidden => StatusCode::FORBIDDEN,
-            LocalError::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            StrataError::BadRequestTarget
+            | StrataError::BadRequestHead
+            | StrataError::BadRequestBody => StatusCode::BAD_REQUEST,
+            StrataError::UpstreamConnect | StrataError::UpstreamBroken => StatusCode::BAD_GATEWAY,
+            StrataError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            StrataError::IdempotencyInFlight => StatusCode::CONFLICT,
+            StrataError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            StrataError::OriginForbidden => StatusCode::FORBIDDEN,
+            StrataError::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
     /// The `x-strata-error` value: `side:reason`.
     pub(super) fn code(self) -> &'static str {
         match self {
-            LocalError::BadRequestTarget => "downstream:bad_request_target",
-            LocalError::BadRequestHead => "downstream:bad_request_head",
-            LocalError::BadRequestBody => "downstream:request_body_broken",
-            LocalError::UpstreamConnect => "upstream:connect_error",
-            LocalError::UpstreamBroken => "upstream:reset_before_response",
-            LocalError::UpstreamTimeout => "upstream:response_head_timeout",
-            LocalError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
-            LocalError::IdempotencyMismatch => "downstream:idempotency_key_reused",
-            LocalError::OriginForbidden => "downstream:origin_not_allowed",
-            LocalError::RequestBodyTimeout => "downstream:request_body_timeout",
+            StrataError::BadRequestTarget => "downstream:bad_request_target",
+            StrataError::BadRequestHead => "downstream:bad_request_head",
+            StrataError::BadRequestBody => "downstream:request_body_broken",
+            StrataError::UpstreamConnect => "upstream:connect_error",
+            StrataError::UpstreamBroken => "upstream:reset_before_response",
+            StrataError::UpstreamTimeout => "upstream:response_head_timeout",
+            StrataError::IdempotencyInFlight => "downstream:idempotency_key_in_flight",
+            StrataError::IdempotencyMismatch => "downstream:idempotency_key_reused",
+            StrataError::OriginForbidden => "downstream:origin_not_allowed",
+            StrataError::RequestBodyTimeout => "downstream:request_body_timeout",
         }
     }
 
     fn message(self) -> &'static str {
         match self {
-            LocalError::BadRequestTarget => "strata: the request target cannot be forwarded",
-            LocalError::BadRequestHead => {
+            StrataError::BadRequestTarget => "strata: the request target cannot be forwarded",
+            StrataError::BadRequestHead => {
                 "strata: the request head repeats Host or states conflicting lengths"
             }
-            LocalError::BadRequestBody => "strata: the request body broke before it was read",
-            LocalError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
-            LocalError::UpstreamBroken => {
+            StrataError::BadRequestBody => "strata: the request body broke before it was read",
+            StrataError::UpstreamConnect => "strata: cannot connect to the MCP server (upstream)",
+            StrataError::UpstreamBroken => {
                 "strata: the MCP server (upstream) closed the connection before responding"
             }
-            LocalError::UpstreamTimeout => {
+            StrataError::UpstreamTimeout => {
                 "strata: the MCP server (upstream) sent no response in time"
             }
-            LocalError::IdempotencyInFlight => {
+            StrataError::IdempotencyInFlight => {
                 "strata: a call with this Idempotency-Key is still in progress; retry later"
             }
-            LocalError::IdempotencyMismatch => {
+            StrataError::IdempotencyMismatch => {
                 "strata: this Idempotency-Key was used with a different request"
             }
-            LocalError::OriginForbidden => "strata: this Origin is not allowed",
-            LocalError::RequestBodyTimeout => "strata: the request body paused for too long",
+            StrataError::OriginForbidden => "strata: this Origin is not allowed",
+            StrataError::RequestBodyTimeout => "strata: the request body paused for too long",
         }
     }
 }
 
 /// The response for a local error.
-pub(super) fn response<S: BodySink>(why: LocalError) -> Response<ProxyBody<S>> {
+pub(super) fn response<S: BodySink>(why: StrataError) -> Response<ProxyBody<S>> {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32000,"message":"{}"}}}}"#,
         why.message()

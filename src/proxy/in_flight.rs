@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 
 use super::body::FromUpstream;
 use super::h1_conns::{ResponseBody, SendError};
-use super::head_fields::HeadFields;
+use crate::http::fields::HeadFields;
 
 pin_project! {
     /// [`Proxy::send`](super::Proxy)'s future; `F` is [`H1Conns::send`](super::H1Conns)'s.

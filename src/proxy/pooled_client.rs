@@ -19,7 +19,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use crate::config::{TlsRoots, UpstreamTls};
 
 /// The body strata sends upstream: the agent's, observed by the request inspector.
-pub use super::replay::RequestBody;
+pub use super::request_body::RequestBody;
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Idle pooled connections are closed after this. It must stay below the servers' own

@@ -6,13 +6,14 @@ use http::Response;
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 
+use crate::idempotency::{Claim, Key, Record, Ticket, fingerprint};
 use crate::metrics::ReplayResult;
-use crate::policy::idempotency::{Claim, Key, Record, Ticket, fingerprint};
 
 use super::body::{ObservedBody, ProxyBody};
-use super::call::CallTracker;
-use super::local::LocalError;
-use super::{AgentBody, Proxy, REPLAYED_HEADER};
+use super::strata_error::StrataError;
+use super::{AgentBody, Proxy};
+use crate::http::names::IDEMPOTENT_REPLAYED;
+use crate::observe::tracker::CallTracker;
 
 /// What an `Idempotency-Key` means for this request.
 pub(super) enum KeyClaim {
@@ -23,7 +24,7 @@ pub(super) enum KeyClaim {
     /// A repeat: answer from the record, with the repeat's ids.
     Replay(Record, Vec<String>),
     /// 409 or 422.
-    Refuse(LocalError),
+    Refuse(StrataError),
 }
 
 /// The recorded answer, replayed with the repeat's ids and classified like an upstream's.
@@ -41,7 +42,7 @@ pub(super) fn replay_record(
     *response.headers_mut() = record.header_map();
     response
         .headers_mut()
-        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     let body = http_body_util::Full::new(body);
     *response.body_mut() = match tracker {
         Some(mut tracker) => {
@@ -87,11 +88,11 @@ impl Proxy {
             }
             Ok(Claim::InFlight) => {
                 metrics.idempotent_replay(ReplayResult::Conflict);
-                KeyClaim::Refuse(LocalError::IdempotencyInFlight)
+                KeyClaim::Refuse(StrataError::IdempotencyInFlight)
             }
             Ok(Claim::Mismatch) => {
                 metrics.idempotent_replay(ReplayResult::Mismatch);
-                KeyClaim::Refuse(LocalError::IdempotencyMismatch)
+                KeyClaim::Refuse(StrataError::IdempotencyMismatch)
             }
             Err(err) => {
                 metrics.idempotent_replay(ReplayResult::StoreError);

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::body::{BodySink, BoxError, ObservedBody};
 use super::from_agent::FromAgent;
-use super::inspect::InspectSink;
+use crate::observe::inspect::InspectSink;
 
 /// What reading up to the cap gave.
 pub(super) enum Buffered {

@@ -41,11 +41,11 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::agent_h1::{self, HeadLimits, Served};
-use super::balance::WorkerListener;
 use super::tls::{AgentIo, AgentTls};
-use super::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
 use crate::metrics::{Limit, Metrics};
+use crate::proxy::agent_h1::{self, HeadLimits, Served};
+use crate::proxy::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
+use crate::runtime::balance::WorkerListener;
 
 /// Listener settings.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,8 +3,8 @@ use std::collections::BTreeMap;
 use http::{Uri, uri::Authority};
 
 use super::*;
+use crate::http::forward::{X_FORWARDED_FOR, apply_hop_rules, set_host};
 use crate::http::length::parse_length;
-use crate::proxy::forward::{X_FORWARDED_FOR, apply_hop_rules, set_host};
 
 /// The fields of `head` (a request head, blank line included), as `agent_h1` reads them.
 fn read(head: &'static [u8]) -> HeadFields {

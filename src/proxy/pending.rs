@@ -9,14 +9,15 @@ use tokio::time::Instant;
 use crate::classify::exchange::Exchange;
 use crate::metrics::{CallHandles, Limit, Metrics};
 
+use super::Proxy;
 use super::attempt::RetryPlan;
-use super::call::{CallMeta, CallTracker, Metas, SentAs};
-use super::inspect::Inspection;
-use super::{Proxy, resume};
+use crate::observe::inspect::Inspection;
+use crate::observe::resume;
+use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs};
 
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
 /// request it carried is CLIENT_CANCELLED.
-pub(super) struct Waiting<'a> {
+pub(super) struct PendingCall<'a> {
     pub(super) proxy: &'a Arc<Proxy>,
     pub(super) inspection: Option<Inspection>,
     pub(super) resumed: Vec<resume::Parked>,
@@ -32,7 +33,7 @@ pub(super) struct Waiting<'a> {
     pub(super) body: Option<SentAs>,
 }
 
-impl Waiting<'_> {
+impl PendingCall<'_> {
     /// Once the first attempt's request has gone out: reads the body's requests (if that is
     /// still to do), decides what the retry policy says about the call (`retryable_body`: its
     /// body is in the replay buffer or was read as far as the cap), and notes whether the
@@ -111,7 +112,7 @@ impl Waiting<'_> {
 
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
-        // Borrowed until a tracker takes it: this runs again as `Waiting` drops, after the
+        // Borrowed until a tracker takes it: this runs again as `PendingCall` drops, after the
         // tracker was taken, and a clone for nothing is a reference count up and down.
         let ctx = self.proxy.ctx();
         if let Some(mut inspection) = self.inspection.take() {
@@ -167,7 +168,7 @@ impl Waiting<'_> {
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         // Converting and dropping the tracker records CLIENT_CANCELLED for each request.
         drop(self.take_tracker());

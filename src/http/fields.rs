@@ -20,7 +20,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
-use super::known_names::Known;
+use super::names::Known;
 use crate::http::hop;
 use crate::telemetry::decimal;
 
@@ -307,5 +307,5 @@ fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 #[cfg(test)]
-#[path = "head_fields/tests.rs"]
+#[path = "fields/tests.rs"]
 mod tests;

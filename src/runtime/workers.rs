@@ -70,7 +70,7 @@ impl Workers {
                 .spawn(move || {
                     let _logs = tracing::dispatcher::set_default(&dispatch);
                     // What every call writes, this worker has a copy of (`per_worker.rs`).
-                    crate::per_worker::enter(i);
+                    crate::runtime::per_worker::enter(i);
                     // Call records written together while the runtime has work, out when it
                     // parks (`telemetry/stdout.rs`).
                     crate::telemetry::batch_log_lines();

@@ -1,5 +1,5 @@
 //! The request side of a POST: the agent's body streams to the upstream through an
-//! [`ObservedBody`](super::body::ObservedBody) whose sink is the request inspector. The
+//! [`ObservedBody`](crate::proxy::ObservedBody) whose sink is the request inspector. The
 //! response side takes what the inspector learnt when the upstream's head arrives (MCP servers
 //! answer after reading the whole request, so by then it is complete).
 
@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::classify::request::{Inspected, RequestInspector};
 
-use super::body::{BodyEnd, BodySink};
+use crate::proxy::{BodyEnd, BodySink};
 
 #[derive(Default)]
 struct State {
@@ -19,7 +19,7 @@ struct State {
 }
 
 /// What the handler knows of a POST body's requests.
-pub(super) enum Inspection {
+pub(crate) enum Inspection {
     /// Read whole before the exchange (the replay buffer's body), not inspected yet: that
     /// waits until the first attempt's request has gone out (`read`), so the upstream works
     /// on the call while strata reads it. Asked before, it is inspected then.
@@ -31,7 +31,7 @@ pub(super) enum Inspection {
 }
 
 #[derive(Clone, Default)]
-pub(super) struct Shared(Arc<Mutex<State>>);
+pub(crate) struct Shared(Arc<Mutex<State>>);
 
 /// The request body's sink; inert for bodies that are not inspected (GET, DELETE).
 pub struct InspectSink {
@@ -43,12 +43,12 @@ pub struct InspectSink {
 
 impl Inspection {
     /// A body read whole, to inspect (at most `cap` bytes of it) when first asked.
-    pub(super) fn unread(body: Bytes, cap: usize) -> Self {
+    pub(crate) fn unread(body: Bytes, cap: usize) -> Self {
         Inspection::Unread { body, cap }
     }
 
     /// Inspects a body read whole, if that is still to do.
-    pub(super) fn read(&mut self) {
+    pub(crate) fn read(&mut self) {
         if let Inspection::Unread { body, cap } = self {
             *self = Inspection::whole(body, *cap);
         }
@@ -65,7 +65,7 @@ impl Inspection {
     }
 
     /// A body to inspect as it streams, and the sink it streams through.
-    pub(super) fn streaming(cap: usize) -> (Self, InspectSink) {
+    pub(crate) fn streaming(cap: usize) -> (Self, InspectSink) {
         let shared = Shared(Arc::new(Mutex::new(State {
             inspector: Some(RequestInspector::new()),
             done: None,
@@ -79,7 +79,7 @@ impl Inspection {
     }
 
     /// What is known now. A body still streaming is read as far as it got.
-    pub(super) fn take(self) -> Inspected {
+    pub(crate) fn take(self) -> Inspected {
         match self {
             Inspection::Unread { body, cap } => Inspection::whole(&body, cap).take(),
             Inspection::Whole { found, .. } => found,
@@ -98,7 +98,7 @@ impl Inspection {
 
     /// `f` of the requests found, when the body was read to its end (the replay path); of
     /// none otherwise.
-    pub(super) fn with_requests<T>(
+    pub(crate) fn with_requests<T>(
         &self,
         f: impl FnOnce(&[crate::classify::envelope::Request]) -> T,
     ) -> T {
@@ -113,7 +113,7 @@ impl Inspection {
     }
 
     /// True when the inspect cap stopped the inspector before the body's end.
-    pub(super) fn was_cut(&self) -> bool {
+    pub(crate) fn was_cut(&self) -> bool {
         match self {
             Inspection::Unread { body, cap } => Inspection::whole(body, *cap).was_cut(),
             Inspection::Whole { cut, .. } => *cut,

@@ -28,7 +28,7 @@ use crate::http::length::{InvalidLength, stated_length};
 /// `Transfer-Encoding` goes (the coding frames the body and the next hop's framing is
 /// written anew: RFC 9112 §6.3); equal `Content-Length` values, listed or repeated, become
 /// one (RFC 9110 §8.6). Different ones are an error: the message has no one length.
-pub(super) fn apply_hop_rules(headers: &mut HeaderMap) -> Result<(), InvalidLength> {
+pub(crate) fn apply_hop_rules(headers: &mut HeaderMap) -> Result<(), InvalidLength> {
     // One pass over the names first: most messages carry at most `Connection: keep-alive`,
     // and removing seven names by string (a parse and a hash each) cost more than the rest
     // of the head rewriting.
@@ -91,7 +91,7 @@ fn one_length(headers: &mut HeaderMap) -> Result<(), InvalidLength> {
 /// grew by ~14 KB per 150 KB response and ~0.3 KB per small one, without bound. Done only for
 /// heads going out on an h2 connection: hyper's HTTP/1.1 encoder drops the values once the
 /// head is written, and the copies cost ~2k instructions per call.
-pub(super) fn own_values(headers: &mut HeaderMap) {
+pub(crate) fn own_values(headers: &mut HeaderMap) {
     for value in headers.values_mut() {
         // Every value hyper accepted is a valid `HeaderValue`; on the impossible failure the
         // original is kept (correct, merely pinning).
@@ -103,12 +103,12 @@ pub(super) fn own_values(headers: &mut HeaderMap) {
 }
 
 /// Appends `Via` for this hop.
-pub(super) fn add_via(headers: &mut HeaderMap, version: Version) {
+pub(crate) fn add_via(headers: &mut HeaderMap, version: Version) {
     headers.append(header::VIA, HeaderValue::from_static(via(version)));
 }
 
 /// This hop's `Via` entry for a message that arrived in `version`.
-pub(super) fn via(version: Version) -> &'static str {
+pub(crate) fn via(version: Version) -> &'static str {
     match version {
         Version::HTTP_09 => "0.9 strata",
         Version::HTTP_10 => "1.0 strata",
@@ -132,7 +132,7 @@ pub(crate) struct Hop<'a> {
 }
 
 impl<'a> Hop<'a> {
-    pub(super) fn new(version: Version, agent: &'a Peer) -> Hop<'a> {
+    pub(crate) fn new(version: Version, agent: &'a Peer) -> Hop<'a> {
         Hop {
             via: via(version),
             forwarded_for: &agent.forwarded_for,
@@ -140,14 +140,14 @@ impl<'a> Hop<'a> {
     }
 
     /// Into the map, for a head that goes out through hyper.
-    pub(super) fn apply(&self, headers: &mut HeaderMap) {
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
         headers.append(header::VIA, HeaderValue::from_static(self.via));
         add_forwarded_for(headers, self.forwarded_for);
     }
 
     /// `Via`, and `X-Forwarded-For` with the agent's address after any the head had (the
     /// head's own `X-Forwarded-For` lines are left out by the caller: this is their sum).
-    pub(super) fn write<'p>(&self, prior: impl Iterator<Item = &'p [u8]>, out: &mut Vec<u8>) {
+    pub(crate) fn write<'p>(&self, prior: impl Iterator<Item = &'p [u8]>, out: &mut Vec<u8>) {
         out.extend_from_slice(b"via: ");
         out.extend_from_slice(self.via.as_bytes());
         out.extend_from_slice(b"\r\nx-forwarded-for: ");
@@ -160,7 +160,7 @@ impl<'a> Hop<'a> {
     }
 }
 
-pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// The agent at the other end of a connection, as each of its requests needs it.
 #[derive(Clone, Debug)]
@@ -202,7 +202,7 @@ fn add_forwarded_for(headers: &mut HeaderMap, ip: &HeaderValue) {
 
 /// Sets `Host` for the upstream request. An h2 agent sends `:authority` instead of `Host`;
 /// the upstream (often h1) needs a `Host`, so it is made from the agent's authority.
-pub(super) fn set_host(
+pub(crate) fn set_host(
     headers: &mut HeaderMap,
     agent_uri: &Uri,
     upstream: &Authority,

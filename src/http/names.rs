@@ -9,10 +9,18 @@
 
 use http::header::{self, HeaderName};
 
-use super::{
-    IDEMPOTENCY_KEY, LAST_EVENT_ID, PROTOCOL_VERSION as MCP_PROTOCOL_VERSION,
-    SESSION as MCP_SESSION_ID,
-};
+/// The header an MCP session travels in (2025-03-26 … 2025-11-25 transports §Session
+/// Management). Header names are case-insensitive; 2025-11-25 spells it `MCP-Session-Id`.
+///
+/// Names as `HeaderName` constants rather than strings: a lookup by `&str` parses the name
+/// first (`http`'s `parse_hdr`), four or more on every call.
+pub(crate) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(crate) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub(crate) const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// The IETF draft's header (draft-ietf-httpapi-idempotency-key-header).
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
+pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// The names listed here. Each is known by its length and first letter, then one compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

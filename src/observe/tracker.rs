@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::calllog::{CallRecord, RetryOrigin, SessionHash};
 use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::{Kind, Outcome};
+use crate::idempotency::{Recording, Ticket};
 use crate::metrics::{GaugeGuard, Metrics};
+use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash};
 use crate::policy::Annotations;
-use crate::policy::idempotency::{Recording, Ticket};
 
-use super::body::{BodyEnd, BodySink};
-use super::clients::SessionClients;
-use super::origin::RecentFailures;
+use super::client_retry::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
+use super::session_clients::SessionClients;
+use crate::proxy::{BodyEnd, BodySink};
 
 /// What every tracker of one proxy shares.
 #[derive(Clone)]
@@ -174,7 +174,7 @@ impl CallTracker {
 
     /// Keeps the (replay-buffered) request's target and body, so a failure can be told from
     /// the agent's retry of it.
-    pub(super) fn remember_body(&mut self, sent: SentAs) {
+    pub(crate) fn remember_body(&mut self, sent: SentAs) {
         self.body = Some(sent);
     }
 
@@ -358,7 +358,7 @@ impl Drop for CallTracker {
 }
 
 /// What the log record says about the exchange(s) behind a call.
-pub(super) struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     pub session: Option<&'a str>,
     pub client: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
@@ -370,7 +370,7 @@ pub(super) struct Facts<'a> {
 }
 
 /// Counts one call and writes its record.
-pub(super) fn record_call(
+pub(crate) fn record_call(
     ctx: &CallContext,
     request: &Request,
     verdict: &Verdict,
@@ -435,19 +435,19 @@ fn id_text(request: &Request) -> Cow<'_, str> {
 }
 
 /// A request's target and body, kept to remember the call by should it fail
-/// ([`RecentFailures`](super::origin::RecentFailures)), in one allocation.
+/// ([`RecentFailures`](super::client_retry::RecentFailures)), in one allocation.
 ///
 /// A copy: the body is usually a slice of the agent connection's read buffer, and a slice
 /// kept for the call's life (an SSE stream: hours) would keep that buffer, 8 KiB or more,
 /// alive beside the one the connection reads into next (`bench/README.md`, memory per open
 /// stream).
-pub(super) struct SentAs {
+pub(crate) struct SentAs {
     text: Box<[u8]>,
     target_len: usize,
 }
 
 impl SentAs {
-    pub(super) fn new(target: &str, body: &[u8]) -> Self {
+    pub(crate) fn new(target: &str, body: &[u8]) -> Self {
         let mut text = Vec::with_capacity(target.len() + body.len());
         text.extend_from_slice(target.as_bytes());
         text.extend_from_slice(body);
@@ -457,12 +457,12 @@ impl SentAs {
         }
     }
 
-    pub(super) fn target(&self) -> &str {
+    pub(crate) fn target(&self) -> &str {
         // Written from a `&str` (`new`).
         std::str::from_utf8(&self.text[..self.target_len]).unwrap_or_default()
     }
 
-    pub(super) fn body(&self) -> &[u8] {
+    pub(crate) fn body(&self) -> &[u8] {
         &self.text[self.target_len..]
     }
 }

@@ -16,10 +16,10 @@ use crate::classify::envelope::Request;
 use crate::classify::exchange::Verdict;
 use crate::metrics::{GaugeGuard, Limit};
 
-use super::call::{CallContext, CallMeta, Facts, record_call};
+use super::tracker::{CallContext, CallMeta, Facts, record_call};
 
 /// Most calls parked at once, across sessions.
-pub(super) const MAX_PARKED: usize = 10_000;
+pub(crate) const MAX_PARKED: usize = 10_000;
 
 /// A call waiting for its stream to resume.
 pub struct Parked {
@@ -153,7 +153,7 @@ impl ResumeRegistry {
 }
 
 /// Records a parked call's final verdict.
-pub(super) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
+pub(crate) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
     let client = ctx.clients.get(&parked.session);
     let facts = Facts {
         session: Some(&parked.session),

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Sessions whose client is remembered.
-pub(super) const MAX_SESSIONS: usize = 4096;
+pub(crate) const MAX_SESSIONS: usize = 4096;
 
 #[derive(Default)]
 pub struct SessionClients {

@@ -1,0 +1,12 @@
+//! What strata sees of each call, from its request to its outcome: the request inspector
+//! (`inspect.rs`), the call tracker that carries every JSON-RPC call to its outcome
+//! (`tracker.rs`), calls parked for a resumed stream (`resume.rs`), the agent's own retries
+//! told apart (`client_retry.rs`), client names per session (`session_clients.rs`), and the
+//! per-call record and its log line (`call_record.rs`).
+
+pub mod call_record;
+pub mod client_retry;
+pub mod inspect;
+pub mod resume;
+pub mod session_clients;
+pub mod tracker;

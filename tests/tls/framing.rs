@@ -379,3 +379,57 @@ async fn a_listed_length_reaches_the_agent_as_one_and_different_ones_as_502() {
         }
     }
 }
+
+/// An h2 request may not carry `Connection` at all (RFC 9113 §8.2.2): the stream is refused
+/// as malformed and nothing reaches the upstream. With two `host` fields it is refused too.
+#[tokio::test]
+async fn an_h2_agent_cannot_name_fields_away_or_repeat_host() {
+    use crate::support::h2raw::{self, END_HEADERS, END_STREAM, HEADERS, RST_STREAM, RawH2};
+    const DATA: u8 = 0x0;
+    let route = Route::start(AgentSide::Own, UpstreamSide::Plain, Mode::RetriesOn).await;
+    let authority = route.strata.listen.to_string();
+    let cases: [&[(&str, &str)]; 2] = [
+        &[("connection", "content-length"), ("content-length", "45")],
+        &[
+            ("host", "a.example"),
+            ("host", "b.example"),
+            ("content-length", "45"),
+        ],
+    ];
+    for extra in cases {
+        let mut h2 = RawH2::connect(route.strata.listen).await;
+        let mut fields = vec![
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", authority.as_str()),
+            (":path", "/mcp"),
+        ];
+        fields.extend_from_slice(extra);
+        let mut out = h2raw::frame(HEADERS, END_HEADERS, 1, &h2raw::header_block(&fields));
+        out.extend(h2raw::frame(DATA, END_STREAM, 1, SMUGGLED_BODY));
+        h2.send(&out).await.unwrap();
+        let mut refused = false;
+        while let Some(frame) = h2.next(Duration::from_secs(2)).await {
+            if frame.stream != 1 {
+                continue;
+            }
+            if frame.kind == RST_STREAM {
+                refused = true;
+                break;
+            }
+            if frame.kind == HEADERS {
+                // `:status` 400 (indexed HPACK entry 12, or a literal `400`).
+                refused =
+                    frame.payload.first() == Some(&0x8c) || find(&frame.payload, b"400").is_some();
+                break;
+            }
+        }
+        assert!(refused, "{extra:?}: the stream was not refused");
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        route.upstream.requests().is_empty(),
+        "{:?}",
+        route.upstream.requests()
+    );
+}

@@ -12,7 +12,7 @@
 # call record, in 8 MB of code; without a profile LLVM lays cold blocks (error paths, retries,
 # rare log events, unwinding) between hot ones and a call's code does not fit the instruction
 # cache. With it: callgrind at 64 connections, 976 -> 154 I1 misses and 29.5k -> 24.1k
-# instructions a call; the harness, CPU per call x0.86-0.91 (bench/README.md, "Session 16").
+# instructions a call; the harness, CPU per call x0.86-0.91 (bench/README.md, "The PGO build").
 #
 #   bash bench/pgo.sh          # ~8 minutes on 2 cores; prints the binary's path
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full soak (issue 7, item 2): 100,000 calls at 64 concurrent through the release strata
+# The full soak: 100,000 calls at 64 concurrent through the release strata
 # binary, every testbed scenario in both protocol eras, JSON and SSE, HTTP/1.1 and h2 agents.
 # Prints the summary table and exits non-zero when anything was lost, changed or leaked.
 #

@@ -86,7 +86,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let (stop, stopped) = watch::channel(false);
     let settings = server_settings(config);
     let permits = Arc::new(Semaphore::new(settings.max_connections));
-    // Each worker registers its own duplicate with its own runtime (`proxy/workers.rs`).
+    // Each worker registers its own duplicate with its own runtime (`runtime/workers.rs`).
     let listener = listener.into_std().map_err(listen_error)?;
     let workers = {
         let (current, tls, stopped) = (current.clone(), tls.clone(), stopped.clone());
@@ -108,7 +108,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         health.clone(),
         wait_stop(stopped),
     ))];
-    // Ready once the agent listener is bound (ARCHITECTURE.md: /readyz).
+    // Ready once the agent listener is bound: `/readyz` answers 200 from here on.
     health.set_ready(true);
     tracing::info!(%listen, %admin, upstream = %config.upstream, "strata is serving");
     Ok(Running {

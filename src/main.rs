@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return cli::check_config(file, &mut std::io::stdout(), &mut std::io::stderr());
     }
-    // `strata` itself serves agents on worker threads of its own (`proxy/workers.rs`); the
+    // `strata` itself serves agents on worker threads of its own (`runtime/workers.rs`); the
     // main thread only runs the admin listener, signals and reloads. The demo and the
     // testbed serve on a multi-threaded runtime.
     let runtime = match &cli.command {

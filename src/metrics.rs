@@ -1,9 +1,9 @@
 //! Every metric strata exports, declared once: names, HELP text, label names, buckets.
 //!
 //! The rest of the crate sees only [`Metrics`], [`CallHandles`], [`GaugeGuard`] and the label
-//! enums, never a `prometheus` type, so switching exposition crates touches this module only
-//! (reference/rust-style-and-crates.md §2.2). The registry is private to each [`Metrics`]:
-//! two proxies in one test process never share counters.
+//! enums, never a `prometheus` type, so switching exposition crates touches this module
+//! only. The registry is private to each [`Metrics`]: two proxies in one test process never
+//! share counters.
 
 use std::sync::Arc;
 

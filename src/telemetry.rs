@@ -85,7 +85,7 @@ pub fn init(format: LogFormat, level: &str) -> Result<(), TelemetryError> {
 /// Writes one line of `record`'s fields straight to the log, in the JSON format, when the
 /// subscriber in force is strata's JSON one writing to stdout or to a capture: what it would
 /// write for an event with those fields, without building the event and visiting its fields
-/// through `dyn` calls (a third of a call record's cost, callgrind). `false` otherwise (the
+/// through `dyn` calls. `false` otherwise (the
 /// pretty format, another subscriber): the caller records an event instead. The caller has
 /// checked that the event would be enabled (`tracing::enabled!`).
 pub(crate) fn write_direct(
@@ -168,7 +168,7 @@ fn parse_filter(origin: &'static str, directives: &str) -> Result<EnvFilter, Tel
 }
 
 /// Spans are left out of each line: strata's per-call facts are event fields
-/// (`calllog::CallRecord`), and span lists would repeat them on every line.
+/// (`observe::call_record::CallRecord`), and span lists would repeat them on every line.
 fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync + 'static
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,

@@ -1183,10 +1183,10 @@ fn scanner_verdict_matches_serde_json() {
     });
 }
 
-/// Fuzz finding (json_scanner, session 2): a complete document, then the first byte of a
-/// multi-byte UTF-8 sequence, then the agent leaves. The bytes received are not a whole valid
-/// document, so the call was cancelled before its answer was known (the oracle's rule), not
-/// malformed — at any cut.
+/// Found by fuzzing (json_scanner): a complete document, then the first byte of a multi-byte
+/// UTF-8 sequence, then the agent leaves. The bytes received are not a whole valid document,
+/// so the call is cancelled before its answer is known (the oracle's rule), not malformed —
+/// at any cut.
 #[test]
 fn agent_gone_after_a_document_and_a_held_utf8_lead() {
     let request =

@@ -1,4 +1,4 @@
-//! Defences (issue 7, item 5): the `Origin` allow-list (DNS rebinding) and secrets that must
+//! Defences: the `Origin` allow-list (DNS rebinding) and secrets that must
 //! never reach the log. Agents and a scripted upstream on `127.0.0.1:0`.
 #![cfg(test)]
 

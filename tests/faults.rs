@@ -1,4 +1,4 @@
-//! The fault matrix, upstream side (issue 7, item 1): an upstream that resets mid-body,
+//! The fault matrix, upstream side: an upstream that resets mid-body,
 //! stalls, never answers, speaks something that is not HTTP, or closes a pooled connection;
 //! and an agent that leaves mid-stream. Each fault states what the agent receives and the
 //! outcome strata counts, and runs beside a loop of healthy calls on another connection that

@@ -1,4 +1,4 @@
-//! The fault matrix, agent side (issue 7, item 1): slowloris heads, connections that never
+//! The fault matrix, agent side: slowloris heads, connections that never
 //! start a request, oversized heads, request framing a smuggler would use, paused bodies.
 //! (h2 stream limits, rapid reset and the connection cap: `faults_conns.rs`.) Raw sockets write what hyper's client will not. Each fault
 //! runs beside a loop of healthy calls on another connection that must all succeed unchanged,

@@ -1,4 +1,4 @@
-//! The fault matrix, connection level (issue 7, item 1): h2 streams beyond
+//! The fault matrix, connection level: h2 streams beyond
 //! `limits.max_h2_streams`, h2 rapid reset, and agent connections beyond
 //! `limits.max_connections`. Each runs beside a loop of healthy calls on another connection
 //! that must all succeed unchanged.

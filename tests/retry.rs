@@ -1,5 +1,5 @@
 //! The retry policy end to end: strata in front of the testbed, counting the POSTs that reach
-//! the upstream (issue "Retry and idempotency policy").
+//! the upstream.
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

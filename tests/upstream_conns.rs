@@ -40,7 +40,7 @@ async fn calls_on_fresh_connections(strata: &Running, n: usize) {
 
 /// Calls one after another — on one agent connection, then each on an agent connection of its
 /// own, h1 and h2 — all go out on the one upstream connection the first call opened. One
-/// worker: each worker keeps its own idle connections (`proxy/workers.rs`).
+/// worker: each worker keeps its own idle connections (`runtime/workers.rs`).
 #[tokio::test]
 async fn one_upstream_connection_serves_calls_one_after_another() {
     let (upstream, strata) = setup(|c| c.workers = Workers::Count(1)).await;

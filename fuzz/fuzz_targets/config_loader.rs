@@ -1,5 +1,5 @@
-//! The config loader (issue "Reliability and security", fuzzing at the edges): any text gives
-//! a config or errors — never a panic — and every error names a position or the file.
+//! The config loader, fuzzed at the edge where a file comes in: any text gives a config or
+//! errors — never a panic — and every error names a position or the file.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,4 +1,4 @@
-//! The request inspector (issue "Reliability and security", fuzzing at the edges): any bytes,
+//! The request inspector, fuzzed at the edge where an agent's body comes in: any bytes,
 //! any cuts, any inspect cap — never a panic, never a loop, and what it finds is consistent
 //! with a whole-buffer read when the cap does not cut.
 #![no_main]

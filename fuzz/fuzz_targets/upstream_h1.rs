@@ -1,9 +1,8 @@
 //! strata's own HTTP/1.1 upstream response reader (`proxy/h1_conns`: the head parser in
-//! `wire.rs`, the Content-Length / chunked / close-delimited body decoder in `framing.rs`;
-//! issue "Reliability and security", fuzzing at the edges): any bytes from an upstream, cut
-//! anywhere, end in an answer (status, body, trailer count) or an error — never a panic,
-//! never a loop — and the cuts do not change which: the same answer, or the same error, as
-//! one whole read.
+//! `wire.rs`, the Content-Length / chunked / close-delimited body decoder in `framing.rs`):
+//! any bytes from an upstream, cut anywhere, end in an answer (status, body, trailer count)
+//! or an error — never a panic, never a loop — and the cuts do not change which: the same
+//! answer, or the same error, as one whole read.
 #![no_main]
 
 use http::Method;

@@ -81,8 +81,8 @@ pub struct Envelope {
 
 /// The texts only requests carry. A response scanner never follows `params` and needs only
 /// `method`'s kind, so it goes without these ~470 bytes: that keeps a boxed response scanner
-/// under glibc's per-thread cache limit (1,032 bytes), where a larger one costs ~500
-/// instructions to allocate and free, per exchange.
+/// under glibc's per-thread cache limit (1,032 bytes), where a larger one costs a full
+/// malloc and free, per exchange.
 #[derive(Clone, Debug, Default)]
 pub struct RequestFields {
     pub method: Captured<MAX_NAME_BYTES>,
@@ -237,7 +237,7 @@ impl<const N: usize> Captured<N> {
     /// The captured text, cut at the cap (lossy at a split character).
     pub fn text_lossy(&self) -> std::borrow::Cow<'_, str> {
         // Valid text is the rule: `from_utf8` checks a short one a word at a time, where
-        // `from_utf8_lossy` walks it as chunks (~3x the instructions, callgrind).
+        // `from_utf8_lossy` walks it as chunks, more work for the same answer.
         match std::str::from_utf8(self.bytes()) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
             Err(_) => String::from_utf8_lossy(self.bytes()),

@@ -1,5 +1,5 @@
 //! The outcome rules for one response message against the request it answers, and how ids
-//! compare. Pure functions over [`Envelope`] captures; the table is ARCHITECTURE.md's.
+//! compare. Pure functions over [`Envelope`] captures.
 //!
 //! Decisions (documented in README "Outcomes"):
 //! - Ids compare as JSON values: strings by decoded content; numbers by numeric value, as the

@@ -2,7 +2,8 @@
 //! carried, the response head, the body as it streams, and how the body ended. Gives every
 //! request exactly one [`Resolution`].
 //!
-//! Correlation rules (ARCHITECTURE.md "Outcomes"; protocol facts in mcp-protocol.md §1.4, §2):
+//! Correlation rules (README.md "Outcomes"; protocol facts from JSON-RPC 2.0 §5 and §6 and
+//! MCP 2025-11-25 transports §Sending Messages):
 //! - A response message is matched to a request by id. An error with a null or absent id
 //!   answers every request still open (the server could not read the ids).
 //! - On SSE, messages with `method` are server notifications or (≤2025-11-25) server→client
@@ -11,7 +12,8 @@
 //!   to the open request when exactly one is open (INVALID_ENVELOPE), and otherwise ignored.
 //! - Messages count only once their document is known valid: a JSON body at its end, an SSE
 //!   event at its dispatch. A malformed document makes every open request MALFORMED_JSON.
-//! - A batch response to a single request is INVALID_ENVELOPE (mcp-protocol.md §1.11).
+//! - A batch response to a single request is INVALID_ENVELOPE (JSON-RPC 2.0 §6: an array
+//!   answers only a batch).
 //! - The first verdict for a request is final; later duplicates are ignored.
 
 use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, ToolEntry};

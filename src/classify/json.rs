@@ -21,8 +21,8 @@ use strings::Wide;
 /// Turns of the general scan loop inside an untracked container before `json/quiet.rs`
 /// takes it. With none, the 1 KiB result lost ~7 % (its two small untracked containers paid
 /// the quiet loop's entry and exit); 4 and 8 both kept tools/list's gain, 4 did best on SSE.
-/// (Session 5, with quiet integers taken whole: 8 cut SSE's instructions by 2 % and made
-/// tools/list 19 % slower in time, the same instructions mispredicted.)
+/// (With quiet integers taken whole, 8 runs slightly fewer instructions on SSE but makes
+/// tools/list slower in time: the same instructions, more of them mispredicted.)
 const QUIET_LOOP_AFTER: u8 = 4;
 
 /// Most containers open at once (serde_json's recursion limit: 127 open, the 128th fails).
@@ -516,7 +516,7 @@ impl JsonScanner {
                 // An integer inside an untracked container (a progress count, a schema's
                 // bound): its digits and the byte that ends it, without the number states.
                 // (The quiet loop's `quiet_number` does this for every number; calling it
-                // here measured 5 % slower on the 1 KiB result, in `scan_ratios` itself.)
+                // here is slower on the 1 KiB result, as measured by `scan_ratios`.)
                 let run = chunk[i..].iter().take_while(|b| b.is_ascii_digit()).count();
                 match chunk.get(i + run) {
                     Some(b'.' | b'e' | b'E') | None => {
@@ -1271,8 +1271,8 @@ pub(crate) fn string_run(seg: &[u8]) -> usize {
 
 /// Where the first LF or CR in `seg` is: the end of an SSE line (`sse.rs`), searched with
 /// the same 16-byte compares as [`string_run`]. A `data` line is a whole JSON-RPC message of
-/// a few hundred bytes: a `memchr2` call spent more on its dispatch and set-up than on the
-/// search (~110 instructions per progress event, 5 % of its cost).
+/// a few hundred bytes: a `memchr2` call spends more on its dispatch and set-up than on the
+/// search.
 #[inline]
 pub(crate) fn line_break(seg: &[u8]) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]

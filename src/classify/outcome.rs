@@ -1,6 +1,6 @@
 //! The outcome vocabulary: exactly one [`Outcome`] per JSON-RPC request, each in one [`Layer`].
 //!
-//! The order of the variants is the order of precedence in ARCHITECTURE.md ("Outcomes"):
+//! The order of the variants is the order of precedence in README.md ("Outcomes"):
 //! when several rules apply to one request, the earliest variant wins.
 
 /// The layer at which a call ended. Used as the `layer` metric label.
@@ -78,7 +78,7 @@ impl Outcome {
         Outcome::Success,
     ];
 
-    /// The label value, as written in ARCHITECTURE.md.
+    /// The label value (metric label and log field), as written in README.md "Outcomes".
     pub const fn as_str(self) -> &'static str {
         match self {
             Outcome::ClientCancelled => "CLIENT_CANCELLED",

@@ -1,8 +1,8 @@
 //! One spare box per thread for each scanner an exchange makes: the request's and the
 //! response's JSON scanners (944 bytes; the request's with ~470 bytes of request-only fields
-//! in a box of their own) and the SSE framer (~1.9 KiB). Every exchange with a 2xx body boxed a
-//! fresh one and freed it at its end; a malloc and a free of that size were ~600 of the ~6,700
-//! instructions a 1 KiB tool result costs, and the framer is past glibc's per-thread cache.
+//! in a box of their own) and the SSE framer (~1.9 KiB). A fresh box for every exchange with a
+//! 2xx body, freed at its end, would be a malloc and a free of that size per exchange, a large
+//! share of a small tool result's cost, and the framer is past glibc's per-thread cache.
 //! A box handed back when its exchange ends is reset and reused by the next exchange on the
 //! same thread (strata's workers each run one thread).
 

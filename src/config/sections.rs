@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS_RANGE: RangeInclusive<usize> = 1..=1_000_000;
 pub const MAX_H2_STREAMS_RANGE: RangeInclusive<usize> = 1..=65_536;
 
 /// How many threads serve agent connections, each with a runtime of its own
-/// (`proxy/workers.rs`): nginx's `worker_processes`.
+/// (`runtime/workers.rs`): nginx's `worker_processes`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Workers {
     /// One per core this process may run on.

@@ -1,10 +1,10 @@
 //! A head's header fields as strata's own HTTP/1.1 connections read them — the agent's
 //! request (`agent_h1`), the upstream's answer to it (`h1_conns/wire.rs`): the head's bytes
-//! and where each field is, its name looked up once (`known_names`). A call's header reads
+//! and where each field is, its name looked up once (`http/names.rs`). A call's header reads
 //! are then a scan of a few small entries, and the next hop's head is written from these
-//! lines — no `http::HeaderMap` is built, searched or dropped: a name parse, a value check and
-//! a hash per field, then a slice's count dropped per value, ~4-5k instructions a call for
-//! the request and ~2-3k for the answer (callgrind, bench/README.md).
+//! lines — no `http::HeaderMap` is built, searched or dropped, which would cost a name parse,
+//! a value check and a hash per field, then a slice's count dropped per value, for the
+//! request and again for the answer (measured in bench/README.md).
 //!
 //! Passed on as the map path passes them on (`forward.rs`): every field in the order it
 //! came, names in lower case, values byte for byte; hop-by-hop fields (and those

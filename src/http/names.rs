@@ -161,7 +161,7 @@ impl Known {
 }
 
 /// `name` lower-cased equals `lower` (same length, at most 20 bytes: every listed name).
-/// `eq_ignore_ascii_case` goes a byte at a time (~10 instructions a byte, callgrind); this
+/// `eq_ignore_ascii_case` goes a byte at a time; this
 /// compares eight bytes at a time, the last word overlapping the one before it.
 fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
     let len = name.len();

@@ -37,15 +37,16 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::sync::Semaphore;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
 use super::tls::{AgentIo, AgentTls};
 use crate::metrics::{Limit, Metrics};
 use crate::proxy::agent_h1::{self, HeadLimits, Served};
 use crate::proxy::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
-use crate::runtime::balance::WorkerListener;
+use crate::runtime::balance::{Seat, WorkerListener};
 
 /// Listener settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +65,29 @@ pub struct ServerSettings {
     pub drain: Duration,
 }
 
+/// What every connection task of one listener shares.
+struct Shared {
+    proxy: Arc<CurrentProxy>,
+    tls: Arc<AgentTls>,
+    /// hyper's: the auto builder (TLS, h2, anything not plain h1), and an h1 builder for
+    /// what strata's own connection hands over.
+    auto: auto::Builder<TokioExecutor>,
+    h1: http1::Builder,
+    own: agent_h1::Settings,
+    metrics: Arc<Metrics>,
+    header_read: Duration,
+}
+
+/// One accepted agent connection and what it holds for its life: its seat on this worker,
+/// its share of `limits.max_connections`, and its place in the drain.
+struct Accepted {
+    stream: TcpStream,
+    agent: SocketAddr,
+    watcher: Watcher,
+    stopping: watch::Receiver<()>,
+    _held: (OwnedSemaphorePermit, Seat, watch::Receiver<()>),
+}
+
 /// Accepts agent connections until `shutdown` resolves, then drains. `permits` holds
 /// `limits.max_connections`, shared by every worker serving the listener.
 pub async fn serve(
@@ -74,196 +98,53 @@ pub async fn serve(
     permits: Arc<Semaphore>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    // hyper panics below 8 KiB; config validation already enforces that floor.
-    let max_buf = settings.max_header_bytes.max(8192);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read)
-        .max_headers(settings.max_headers)
-        .max_buf_size(max_buf);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(settings.max_h2_streams)
-        .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
-    // The same h1 settings as the auto builder's, for connections known to be h1 (`plain_h1`),
-    // and the head's size checked as such: `max_buf_size` alone bounds the read buffer, which
-    // only refuses a head still incomplete when the buffer is full — a larger head that
-    // arrived whole in fewer reads passed (the auto builder's 24-byte first read happened to
-    // split it). hyper-util's auto builder does not offer this setting.
-    let mut h1 = http1::Builder::new();
-    h1.timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read)
-        .max_headers(settings.max_headers)
-        .max_buf_size(max_buf)
-        .max_header_size(settings.max_header_bytes);
-    // Shared with the connection tasks, which build their connection after any TLS handshake.
-    let builder = Arc::new((builder, h1));
+    let metrics = proxy.load().metrics().clone();
+    let shared = Arc::new(Shared::new(proxy, tls, &settings, metrics.clone()));
     let graceful = GracefulShutdown::new();
     // Dropped at shutdown: a connection still waiting for its first bytes (`plain_h1`) is not
     // yet watched by `graceful`, and ends then rather than at `header_read`; strata's own
     // connections close when idle, or after the exchange under way.
-    let (stop, stopping) = tokio::sync::watch::channel(());
+    let (stop, stopping) = watch::channel(());
     // strata's own connections (`agent_h1.rs`) are not hyper's, so `graceful` does not
     // watch them: each holds a receiver of this, and the drain waits until none is left.
-    let (live, unwatched) = tokio::sync::watch::channel(());
+    let (live, unwatched) = watch::channel(());
     drop(unwatched);
-    let own_settings = agent_h1::Settings {
-        header_read: settings.header_read,
-        limits: HeadLimits {
-            max_bytes: settings.max_header_bytes,
-            max_fields: settings.max_headers,
-        },
-    };
-    let metrics = proxy.load().metrics().clone();
     // Refusals are logged once per episode of saturation, not once per refused connection.
     let mut saturated = false;
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, agent, seat) = match accepted {
-                    Ok(conn) => conn,
-                    Err(err) => {
-                        // EMFILE and friends: back off briefly rather than spin.
-                        tracing::warn!(error = %err, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = permits.clone().try_acquire_owned() else {
-                    metrics.limit_hit(Limit::MaxConnections);
-                    if !saturated {
-                        tracing::warn!(%agent, max = settings.max_connections,
-                            "limits.max_connections reached; closing new agent connections");
-                    }
-                    saturated = true;
+        let (stream, agent, seat) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // EMFILE and friends: back off briefly rather than spin.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
-                };
-                saturated = false;
-                let _ = stream.set_nodelay(true);
-                let current = proxy.clone();
-                let started = Arc::new(AtomicBool::new(false));
-                let first = started.clone();
-                let peer = Peer::new(agent);
-                // strata's own connection's handles; the service below takes the others.
-                let (own, own_peer) = (proxy.clone(), peer.clone());
-                let service = service_fn(move |req| {
-                    first.store(true, Ordering::Relaxed);
-                    // Boxed per request: hyper keeps room for the service's future for the
-                    // connection's life (h1's `in_flight`), and `handle`'s is ~3.2 KB that an
-                    // SSE stream would keep for hours after its head went out. Boxed, that
-                    // room is a pointer and the future is freed once the head is out.
-                    let req = req.map(FromAgent::Hyper);
-                    let current = current.load();
-                    let peer = peer.clone();
-                    let handle: HandleFuture =
-                        Box::pin(async move {
-                        // No fields as read go in, so none come back: the map is hyper's.
-                        current.handle(req, None, &peer, &mut None, HeadTimer::new(None)).await
-                    });
-                    handle
-                });
-                // Read per connection: a reloaded certificate applies from the next accept.
-                let acceptor = tls.load();
-                let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
-                let (metrics, header_read) = (metrics.clone(), settings.header_read);
-                let mut stopping = stopping.clone();
-                // Held for the connection's life: the drain waits for every one.
-                let live = live.subscribe();
-                tokio::spawn(async move {
-                    let (_permit, _seat) = (permit, seat);
-                    let _live = live;
-                    // The TLS handshake runs here, not in the accept loop: a slow agent delays
-                    // only itself. It is bounded by `header_read` too. Boxed: its future is
-                    // larger than the connection's, and would size this task for its life.
-                    let accept = Box::pin(tls.accept(acceptor, stream, agent, header_read));
-                    let Some(io) = accept.await else {
-                        return;
-                    };
-                    // The agent must start its first request within `header_read` from here.
-                    let deadline = Instant::now() + header_read;
-                    let first = async {
-                        tokio::select! {
-                            h1 = plain_h1(&io) => Some(h1),
-                            // Only ends when the sender is dropped: strata is shutting down.
-                            _ = stopping.changed() => None,
-                        }
-                    };
-                    let h1 = match tokio::time::timeout_at(deadline, first).await {
-                        Ok(Some(h1)) => h1,
-                        Ok(None) => return,
-                        Err(_) => {
-                            // Nothing arrived: dropping the connection closes it.
-                            limit_hit(&metrics, Limit::HeaderTimeout, agent);
-                            return;
-                        }
-                    };
-                    // Each connection is built in place, in one expression, and `run` borrows
-                    // it: a connection moved through named locals or into an async fn's
-                    // argument keeps a slot in this task's future at each step (~0.7 KB each),
-                    // for the connection's life.
-                    let ended = match io {
-                        AgentIo::Plain(tcp) if h1 => {
-                            // strata's own HTTP/1.1 connection; hyper's for what it hands over.
-                            let served = agent_h1::serve(
-                                tcp, &own, &own_peer, own_settings, deadline, &started, &mut stopping,
-                            )
-                            .await;
-                            drop(stopping);
-                            let rewound = match served {
-                                Served::HandOver(rewound) => rewound,
-                                Served::Closed => return,
-                                Served::HeaderTimeout => {
-                                    return limit_hit(&metrics, Limit::HeaderTimeout, agent);
-                                }
-                                Served::AgentLeft(err) => {
-                                    let started = started.load(Ordering::Relaxed);
-                                    return connection_error(&metrics, &err, started, agent);
-                                }
-                                Served::AnswerBroken(why) => {
-                                    tracing::debug!(%agent, "agent connection closed: {why}");
-                                    return;
-                                }
-                            };
-                            // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and
-                            // an upgrade hyper would hand over has no taker either way.
-                            let conn = std::pin::pin!(watcher.watch(
-                                builder.1.serve_connection(TokioIo::new(rewound), service)
-                            ));
-                            run(conn, deadline, &started).await
-                        }
-                        io => {
-                            drop(stopping);
-                            // Boxed: inline beside the h1 connection, it nearly doubled this
-                            // task's size for every connection's life.
-                            let mut conn = Box::pin(
-                                watcher.watch(
-                                    builder
-                                        .0
-                                        .serve_connection_with_upgrades(TokioIo::new(io), service)
-                                        .into_owned(),
-                                ),
-                            );
-                            run(conn.as_mut(), deadline, &started).await
-                        }
-                    };
-                    match ended {
-                        Ok(()) => {}
-                        Err(Ended::HeaderTimeout) => {
-                            limit_hit(&metrics, Limit::HeaderTimeout, agent);
-                        }
-                        Err(Ended::Error(err)) => {
-                            let started = started.load(Ordering::Relaxed);
-                            connection_error(&metrics, &*err, started, agent);
-                        }
-                    }
-                });
-            }
+                }
+            },
             () = &mut shutdown => break,
-        }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics.limit_hit(Limit::MaxConnections);
+            if !saturated {
+                tracing::warn!(%agent, max = settings.max_connections,
+                    "limits.max_connections reached; closing new agent connections");
+            }
+            saturated = true;
+            continue;
+        };
+        saturated = false;
+        let _ = stream.set_nodelay(true);
+        let accepted = Accepted {
+            stream,
+            agent,
+            watcher: graceful.watcher(),
+            stopping: stopping.clone(),
+            // Held for the connection's life: the drain waits for every one.
+            _held: (permit, seat, live.subscribe()),
+        };
+        tokio::spawn(connection(shared.clone(), accepted));
     }
     drop(listener);
     drop(stop);
@@ -275,6 +156,216 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+impl Shared {
+    fn new(
+        proxy: Arc<CurrentProxy>,
+        tls: Arc<AgentTls>,
+        settings: &ServerSettings,
+        metrics: Arc<Metrics>,
+    ) -> Shared {
+        // hyper panics below 8 KiB; config validation already enforces that floor.
+        let max_buf = settings.max_header_bytes.max(8192);
+        let mut auto = auto::Builder::new(TokioExecutor::new());
+        auto.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(settings.header_read)
+            .max_headers(settings.max_headers)
+            .max_buf_size(max_buf);
+        auto.http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(settings.max_h2_streams)
+            .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+        // The same h1 settings as the auto builder's, for connections known to be h1
+        // (`plain_h1`), and the head's size checked as such: `max_buf_size` alone bounds the
+        // read buffer, which only refuses a head still incomplete when the buffer is full —
+        // a larger head that arrived whole in fewer reads passed. hyper-util's auto builder
+        // does not offer this setting.
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
+            .header_read_timeout(settings.header_read)
+            .max_headers(settings.max_headers)
+            .max_buf_size(max_buf)
+            .max_header_size(settings.max_header_bytes);
+        Shared {
+            proxy,
+            tls,
+            auto,
+            h1,
+            own: agent_h1::Settings {
+                header_read: settings.header_read,
+                limits: HeadLimits {
+                    max_bytes: settings.max_header_bytes,
+                    max_fields: settings.max_headers,
+                },
+            },
+            metrics,
+            header_read: settings.header_read,
+        }
+    }
+}
+
+/// hyper's service for one connection: each request handled by the proxy in force.
+fn hyper_service(
+    proxy: Arc<CurrentProxy>,
+    peer: Peer,
+    started: Arc<AtomicBool>,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<AgentBody>,
+    Error = std::convert::Infallible,
+    Future = HandleFuture,
+> + Clone {
+    service_fn(move |req| {
+        started.store(true, Ordering::Relaxed);
+        // Boxed per request: hyper keeps room for the service's future for the connection's
+        // life (h1's `in_flight`), and an SSE stream would keep `handle`'s for hours after
+        // its head went out. Boxed, that room is a pointer and the future is freed once the
+        // head is out.
+        let req = req.map(FromAgent::Hyper);
+        let current = proxy.load();
+        let peer = peer.clone();
+        let handle: HandleFuture = Box::pin(async move {
+            // No fields as read go in, so none come back: the map is hyper's.
+            Ok(current
+                .handle(req, None, &peer, HeadTimer::new(None))
+                .await
+                .response)
+        });
+        handle
+    })
+}
+
+/// One agent connection, from its TLS handshake (if any) to its end.
+async fn connection(shared: Arc<Shared>, accepted: Accepted) {
+    let Accepted {
+        stream,
+        agent,
+        watcher,
+        mut stopping,
+        _held,
+    } = accepted;
+    let metrics = &shared.metrics;
+    // The TLS handshake runs here, not in the accept loop: a slow agent delays only itself.
+    // It is bounded by `header_read` too. Boxed: its future is larger than the connection's,
+    // and would size this task for its life.
+    let acceptor = shared.tls.load();
+    let accept = Box::pin(
+        shared
+            .tls
+            .accept(acceptor, stream, agent, shared.header_read),
+    );
+    let Some(io) = accept.await else {
+        return;
+    };
+    // The agent must start its first request within `header_read` from here.
+    let deadline = Instant::now() + shared.header_read;
+    let Some(h1) = first_bytes(&io, deadline, &mut stopping, metrics, agent).await else {
+        return;
+    };
+    let started = Arc::new(AtomicBool::new(false));
+    let peer = Peer::new(agent);
+    let service = hyper_service(shared.proxy.clone(), peer.clone(), started.clone());
+    // Each connection is built in place, in one expression, and `run` borrows it: a
+    // connection moved through named locals or into an async fn's argument keeps a slot in
+    // this task's future at each step, for the connection's life.
+    let ended = match io {
+        AgentIo::Plain(tcp) if h1 => {
+            // strata's own HTTP/1.1 connection; hyper's for what it hands over.
+            let served = agent_h1::serve(
+                tcp,
+                &shared.proxy,
+                &peer,
+                shared.own,
+                deadline,
+                &started,
+                &mut stopping,
+            )
+            .await;
+            drop(stopping);
+            let Some(rewound) = handed_over(served, metrics, agent, &started) else {
+                return;
+            };
+            // No upgrades: strata forwards none (`Upgrade` is hop-by-hop), and an upgrade
+            // hyper would hand over has no taker either way.
+            let conn = std::pin::pin!(
+                watcher.watch(shared.h1.serve_connection(TokioIo::new(rewound), service))
+            );
+            run(conn, deadline, &started).await
+        }
+        io => {
+            drop(stopping);
+            // Boxed: inline beside the h1 connection, it nearly doubled this task's size for
+            // every connection's life.
+            let mut conn = Box::pin(
+                watcher.watch(
+                    shared
+                        .auto
+                        .serve_connection_with_upgrades(TokioIo::new(io), service)
+                        .into_owned(),
+                ),
+            );
+            run(conn.as_mut(), deadline, &started).await
+        }
+    };
+    report(ended, metrics, agent, &started);
+}
+
+/// Waits for the connection's first bytes, until `deadline`: whether it is plain HTTP/1
+/// (`plain_h1`). `None`: strata is shutting down, or nothing came (counted and closed).
+async fn first_bytes(
+    io: &AgentIo,
+    deadline: Instant,
+    stopping: &mut watch::Receiver<()>,
+    metrics: &Metrics,
+    agent: SocketAddr,
+) -> Option<bool> {
+    let first = async {
+        tokio::select! {
+            h1 = plain_h1(io) => Some(h1),
+            // Only ends when the sender is dropped: strata is shutting down.
+            _ = stopping.changed() => None,
+        }
+    };
+    match tokio::time::timeout_at(deadline, first).await {
+        Ok(first) => first,
+        Err(_) => {
+            // Nothing arrived: dropping the connection closes it.
+            limit_hit(metrics, Limit::HeaderTimeout, agent);
+            None
+        }
+    }
+}
+
+/// What strata's own connection hands to hyper, if anything; how it ended otherwise.
+fn handed_over(
+    served: Served,
+    metrics: &Metrics,
+    agent: SocketAddr,
+    started: &AtomicBool,
+) -> Option<agent_h1::Rewound> {
+    match served {
+        Served::HandOver(rewound) => return Some(rewound),
+        Served::Closed => {}
+        Served::HeaderTimeout => limit_hit(metrics, Limit::HeaderTimeout, agent),
+        Served::AgentLeft(err) => {
+            connection_error(metrics, &err, started.load(Ordering::Relaxed), agent);
+        }
+        Served::AnswerBroken(why) => tracing::debug!(%agent, "agent connection closed: {why}"),
+    }
+    None
+}
+
+/// Counts and logs how a connection hyper served ended, when not cleanly.
+fn report(ended: Result<(), Ended>, metrics: &Metrics, agent: SocketAddr, started: &AtomicBool) {
+    match ended {
+        Ok(()) => {}
+        Err(Ended::HeaderTimeout) => limit_hit(metrics, Limit::HeaderTimeout, agent),
+        Err(Ended::Error(err)) => {
+            connection_error(metrics, &*err, started.load(Ordering::Relaxed), agent);
+        }
+    }
 }
 
 /// True when the connection is plain TCP and its first bytes are not h2's preface: it is

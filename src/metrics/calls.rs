@@ -65,8 +65,8 @@ pub struct CallHandles {
     pair: Arc<PairHandles>,
 }
 
-/// Hashed with foldhash, not SipHash: a call looks up four keys here, which cost ~750
-/// instructions per call with SipHash (callgrind, `bench/README.md`). The keys come from
+/// Hashed with foldhash, not SipHash: a call looks up four short keys here, and SipHash is
+/// the slower of the two on short keys. The keys come from
 /// agents, but the sets are capped (`metrics.max_methods`, `metrics.max_tools`) and the seed
 /// is random per process, so crafted collisions cannot grow the work past the caps.
 #[derive(Default)]

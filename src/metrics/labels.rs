@@ -1,6 +1,5 @@
 //! Closed label vocabularies. Every label value strata exports is either one of these enums
-//! or a capped value from traffic (see `calls.rs`), so a scrape's size is bounded by design
-//! (ARCHITECTURE.md, rule of the house 4).
+//! or a capped value from traffic (see `calls.rs`), so a scrape's size is bounded by design.
 
 use std::fmt;
 

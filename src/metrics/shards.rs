@@ -1,9 +1,9 @@
-//! Metric series kept once per worker (`per_worker.rs`) and summed, series by series, when
-//! Prometheus scrapes: a scrape still sees every call counted before it.
+//! Metric series kept once per worker (`runtime/per_worker.rs`) and summed, series by series,
+//! when Prometheus scrapes: a scrape still sees every call counted before it.
 //!
-//! Measured on the harness's rig (wrk, 64 agents, 2 workers, 11 interleaved rounds): strata's
-//! user time per call 4.41 µs with shared series, 4.24 with a copy per worker, 4.01 with the
-//! metric writes left out altogether.
+//! Why: series shared by the workers move their cache lines between cores on every call; a
+//! copy per worker takes most of the metric writes' cost out of a call's user time (measured
+//! in `bench/README.md`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

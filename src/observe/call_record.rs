@@ -1,4 +1,4 @@
-//! One structured log record per finished call (ARCHITECTURE.md, "Per-call log record").
+//! One structured log record per finished call (README.md, "The per-call log").
 //!
 //! What is deliberately not here: `Authorization`, cookies, any other request header, tool
 //! arguments, and result content. Error messages are carried only when the operator asked for

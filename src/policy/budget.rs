@@ -14,8 +14,8 @@ use crate::runtime::per_worker::{Line, PerWorker};
 /// Per-second buckets of calls and of retries.
 ///
 /// Every call deposits, few withdraw: the calls are counted in a window per worker
-/// (`per_worker.rs`), each on lines of its own, so the lock every call takes is one only its
-/// worker takes; a withdrawal sums them.
+/// (`runtime/per_worker.rs`), each on lines of its own, so the lock every call takes is one
+/// only its worker takes; a withdrawal sums them.
 pub struct Budget {
     ratio: f64,
     min_per_second: u32,

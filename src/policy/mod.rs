@@ -1,7 +1,7 @@
 //! The retry policy: whether a failed attempt may be re-sent, and when.
 //!
-//! A call is re-sent only when all hold (README "Retries"):
-//! - it is idempotent ([`idempotent::decide`]);
+//! A call is re-sent only when all hold (README "Retries and idempotency keys"):
+//! - it is idempotent ([`resendable::decide`]);
 //! - the failure is transport-layer and named in `retry.on` (connect error, upstream reset
 //!   before the head, 502/503/504/429) — never a JSON-RPC error or an `isError` result;
 //! - no response byte has reached the agent (strata only retries before it forwards a head,

@@ -1,7 +1,7 @@
 //! strata's own agent-facing HTTP/1.1 connection, for plain-TCP agents.
 //!
-//! Why not hyper's server connection for these: it cost ~20k instructions of a ~57k proxied
-//! call (callgrind, `bench/README.md`) — its dispatcher's state machine, a request head
+//! Why not hyper's server connection for these: it costs a large share of a proxied call's
+//! instructions (measured in `bench/README.md`) — its dispatcher's state machine, a request head
 //! copied into a message and moved by value, a response head encoded from a header map it
 //! drains, the body polled through a channel-shaped `Incoming`. Here one task reads the
 //! head into its buffer, parses it in place (`request.rs`), reads a body that fits the replay
@@ -144,7 +144,7 @@ impl Shutdown<'_> {
             }
             return Poll::Pending;
         }
-        // Shutdown closes the signal; nothing is ever sent on it (`server.rs`).
+        // Shutdown closes the signal; nothing is ever sent on it (`listen/accept.rs`).
         if self.begun() {
             Poll::Ready(())
         } else {
@@ -197,7 +197,7 @@ pub(crate) async fn serve(
     let mut cache = proxy.cache();
     // Shutdown is waited for once for the connection's life, not once per idle read: a wait
     // joins the signal's list of waiters under its lock and leaves it under the lock again
-    // (~340 instructions and four atomics a call). Registered at the first idle read, it
+    // (four atomic operations a call). Registered at the first idle read, it
     // wakes this task when strata shuts down; the signal's version tells the rest.
     let mut waiting = stopping.clone();
     let mut shutdown = Shutdown {
@@ -240,13 +240,13 @@ impl Conn {
         let mut head = self
             .read_head(settings.limits, timers.header_read, first, shutdown)
             .await?;
-        let proxy = cache.get();
+        let (proxy, plan) = cache.get_with_plan();
         let length = usize::try_from(head.content_length).map_err(|_| Stop::HandOver)?;
         let total = head.len.checked_add(length).ok_or(Stop::HandOver)?;
         if self.read.len() < total {
             // Only a body `handle` would read into the replay buffer anyway is read ahead;
             // one it streams is hyper's to stream.
-            let (_, idle) = proxy
+            let (_, idle) = plan
                 .body_read_ahead(head.idempotency_key)
                 .filter(|&(cap, _)| length <= cap)
                 .ok_or(Stop::HandOver)?;
@@ -254,8 +254,8 @@ impl Conn {
         }
         let bytes = self.read.split_to(head.len).freeze();
         let body = (length > 0).then(|| self.read.split_to(length).freeze());
-        // The fields as read when `handle` forwards them so (`head_fields.rs`), else a map.
-        let read = if proxy.forwards_fields_as_read(head.method(), head.idempotency_key) {
+        // The fields as read when `handle` forwards them so (`http/fields.rs`), else a map.
+        let read = if plan.fields_as_read(head.method(), head.idempotency_key) {
             head.request_and_fields(bytes)
                 .map(|(request, fields)| (request, Some(fields)))
         } else {
@@ -272,20 +272,18 @@ impl Conn {
         };
         started.store(true, Ordering::Relaxed);
         let request = request.map(|()| FromAgent::Whole(body));
-        // Boxed, as hyper boxes it (`server.rs`): this future is ~3.2 KB (the attempt's
+        // Boxed, as hyper boxes it (`listen/accept.rs`): this future is ~3.2 KB (the attempt's
         // within it), and inline it would size this connection's task for its life — an SSE
         // stream's hours.
-        let mut answer_fields = None;
         let head_timer = HeadTimer::new(Some(timers.response_head));
-        let handle = Box::pin(proxy.handle(request, fields, peer, &mut answer_fields, head_timer));
+        let handle = Box::pin(proxy.handle(request, fields, peer, head_timer));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,
             gone = poll_fn(|cx| self.poll_gone(cx)) => return Err(gone.into()),
         };
-        let Ok(response) = answered;
         let close = head.close || shutdown.begun();
-        self.answer(response, answer_fields, close).await
+        self.answer(answered.response, answered.fields, close).await
     }
 
     /// Reads until a head is whole; hands over one this connection does not serve.

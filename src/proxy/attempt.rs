@@ -50,7 +50,7 @@ impl Template {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             version: parts.version,
-            // Empty for fields kept as read (`head_fields.rs`): nothing to copy.
+            // Empty for fields kept as read (`http/fields.rs`): nothing to copy.
             headers: if parts.headers.is_empty() {
                 HeaderMap::new()
             } else {

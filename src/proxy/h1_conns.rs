@@ -3,10 +3,10 @@
 //!
 //! Why not hyper-util's pooled client here: its connections run in tasks of their own, so a
 //! call crosses tasks for the request, for the response head and for every body chunk (the
-//! body channel holds one chunk), and SSE events that arrived in one read went to the agent
+//! body channel holds one chunk), and SSE events that arrive in one read go to the agent
 //! in one write each (`bench/README.md`). Why not hyper's client connection driven by the
-//! call (sessions 3–8): it still passed the request and the response through channels, built
-//! and moved its messages by value, and cost ~18k instructions of a ~70k call (callgrind).
+//! call: it still passes the request and the response through channels, and builds and
+//! moves its messages by value, a large share of a call's instructions.
 //! Here the call writes its request head and body in one `writev`, parses the response head
 //! in place (`wire.rs`) and cuts the body's frames out of the read buffer as they arrive
 //! (`framing.rs`): frames that arrived together go to the agent together, nothing is spawned
@@ -16,17 +16,18 @@
 //!
 //! Idle connections are not polled. One the server closed while idle is found at checkout
 //! (polled once, it has ended) and dropped; one idle for the idle limit ([`POOL_IDLE_TIMEOUT`]
-//! in service, below the servers' own keep-alive timeouts: see `client.rs`) is closed unused —
-//! at checkout, check-in, or by a sweep every half limit, so a quiet sidecar does not keep
+//! in service, below the servers' own keep-alive timeouts: see `pooled_client.rs`) is closed
+//! unused — at checkout, check-in, or by a sweep every half limit, so a quiet sidecar does not keep
 //! sockets the server has closed (CLOSE_WAIT). A request that a reused connection refused
 //! unsent — it closed just then; hyper hands the request back — goes once more on a new
 //! connection, as hyper-util's client does. At most [`MAX_IDLE`] connections wait; the oldest
 //! go first.
 //!
 //! Measured (`bench/README.md`): at 16 and 64 agents fewer instructions and syscalls per call
-//! (SSE 1.5x the calls/s). On a shared work-stealing runtime a single agent lost 10–20 % of
-//! its calls/s (hyper's parts wake the very task polling them, and tokio woke its idle worker
-//! each time); since each worker has a runtime of its own (`workers.rs`) that cost is gone.
+//! (SSE 1.5x the calls/s). On a shared work-stealing runtime a single agent loses 10–20 % of
+//! its calls/s (hyper's parts wake the very task polling them, and tokio wakes its idle worker
+//! each time); each worker has a runtime of its own (`runtime/workers.rs`), so that cost is
+//! not paid.
 
 use crate::http::fields::HeadFields;
 use std::collections::VecDeque;
@@ -68,8 +69,8 @@ const KEEP_HEAD: usize = 8 * 1024;
 
 thread_local! {
     /// This thread's spare request-head buffer: each head is encoded into it and hands it
-    /// back once written (the next call's head is encoded after that, on the same thread).
-    /// A `Vec` made and freed per call was ~140 instructions (callgrind).
+    /// back once written (the next call's head is encoded after that, on the same thread),
+    /// so a call does not allocate and free a `Vec` for its head.
     static SPARE_HEAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
@@ -105,7 +106,7 @@ pub struct H1Conns {
     connect_timeout: Duration,
     idle_limit: Duration,
     /// One list per thread: a connection is registered with the runtime of the thread that
-    /// made it (one per worker, `workers.rs`), and used from another it would wake that
+    /// made it (one per worker, `runtime/workers.rs`), and used from another it would wake that
     /// thread for every read.
     idle: ThreadLocal<Arc<IdleList>>,
 }
@@ -230,12 +231,12 @@ impl H1Conns {
     ) -> impl Future<Output = Result<(Response<ResponseBody>, Option<HeadFields>), SendError>>
     + Send
     + use<'_> {
-        // The answer's fields are kept as read when the request's were (`head_fields.rs`).
+        // The answer's fields are kept as read when the request's were (`http/fields.rs`).
         let as_read = fields.is_some();
         // To an origin server the target goes in origin form (RFC 9112 §3.2.1); the authority
         // travels in `Host` (`forward::set_host`).
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-        // Room for the head at once (a grown one was a `realloc` per call, ~500 instructions):
+        // Room for the head at once (a grown one would be a `realloc` per call):
         // the agent's fields as long as they came, or ~64 bytes a field in a map; 128 for
         // the request line and what this hop adds.
         let room = fields.map_or(64 * parts.headers.len(), HeadFields::head_len);

@@ -4,16 +4,15 @@
 //! strata's own agent connection (`agent_h1.rs`) lends one timer for its life, reset for
 //! each attempt, rather than `tokio::time::timeout` making one per call: a new timer is put
 //! in tokio's timer wheel when first polled and taken out when dropped, each under the time
-//! driver's lock (about 1k instructions a call, callgrind), while resetting a registered one
+//! driver's lock, while resetting a registered one
 //! to a later deadline — the next call's always is — only moves its expiry
 //! (`extend_expiration` in tokio's time driver). Connections hyper serves get a timer of
 //! their own per call, made at the first attempt.
 //!
 //! A lent timer is not even reset per call ([`Deadline`]): the next call's deadline is always
 //! later, so the timer is left where it is, goes off early — once per timeout's length, not
-//! once per call — and is moved on to the deadline then. A reset took two atomic operations
-//! on the timer's state and ~120 instructions, twice a call (this timer and `agent_h1`'s
-//! header timer).
+//! once per call — and is moved on to the deadline then. A reset takes two atomic operations
+//! on the timer's state, twice a call (this timer and `agent_h1`'s header timer).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,8 +27,8 @@ pin_project! {
     ///
     /// Every poll of a `Sleep` registers the task's waker anew (tokio's `AtomicWaker`: a
     /// clone of the new waker, a drop of the old, and two atomic operations on its state;
-    /// ~117 instructions and six atomics, twice a call — the header timer and the response
-    /// head's), though an agent connection's task is the same one all its life. Here a timer
+    /// six atomic operations in all, twice a call — the header timer and the response head's),
+    /// though an agent connection's task is the same one all its life. Here a timer
     /// registered for this task and still in tokio's timer wheel is left as it is: tokio
     /// wakes the task when it goes off, and the next poll finds it out of the wheel.
     pub(crate) struct Timer {

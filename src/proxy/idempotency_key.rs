@@ -1,6 +1,5 @@
 //! `Idempotency-Key` on the data path: the claim before anything goes upstream, and the
-//! replay of a recorded answer (issue "Retry and idempotency policy"; the store itself is
-//! `policy::idempotency`).
+//! replay of a recorded answer (the store itself is `crate::idempotency`).
 
 use http::Response;
 use http::header::{self, HeaderValue};

@@ -18,19 +18,43 @@ use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs};
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
 /// request it carried is CLIENT_CANCELLED.
 pub(super) struct PendingCall<'a> {
-    pub(super) proxy: &'a Arc<Proxy>,
-    pub(super) inspection: Option<Inspection>,
-    pub(super) resumed: Vec<resume::Parked>,
-    pub(super) session: Option<Arc<str>>,
-    pub(super) protocol_version: Option<Box<str>>,
-    pub(super) started: Instant,
+    proxy: &'a Arc<Proxy>,
+    inspection: Option<Inspection>,
+    resumed: Vec<resume::Parked>,
+    session: Option<Arc<str>>,
+    protocol_version: Option<Box<str>>,
+    started: Instant,
     /// Upstream attempts so far, and the status of each failed one.
-    pub(super) attempts: u32,
-    pub(super) statuses: Vec<u16>,
+    attempts: u32,
+    statuses: Vec<u16>,
     /// The agent re-sent the call (an idempotency-key repeat, or a repeat of a failure).
-    pub(super) client_retry: bool,
+    client_retry: bool,
     /// The request's target and body (from the replay buffer), to remember a failure by.
-    pub(super) body: Option<SentAs>,
+    body: Option<SentAs>,
+}
+
+impl<'a> PendingCall<'a> {
+    pub(super) fn new(
+        proxy: &'a Arc<Proxy>,
+        inspection: Option<Inspection>,
+        resumed: Vec<resume::Parked>,
+        session: Option<Arc<str>>,
+        protocol_version: Option<Box<str>>,
+        started: Instant,
+    ) -> Self {
+        PendingCall {
+            proxy,
+            inspection,
+            resumed,
+            session,
+            protocol_version,
+            started,
+            attempts: 1,
+            statuses: Vec::new(),
+            client_retry: false,
+            body: None,
+        }
+    }
 }
 
 impl PendingCall<'_> {
@@ -62,6 +86,32 @@ impl PendingCall<'_> {
             }
         }
         plan
+    }
+
+    /// Upstream attempts so far (1 until a retry).
+    pub(super) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// When the call started.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// An attempt failed with `status` and the call goes to the upstream again.
+    pub(super) fn retried(&mut self, status: u16) {
+        self.statuses.push(status);
+        self.attempts += 1;
+    }
+
+    /// The agent re-sent the call (answered from an idempotency record).
+    pub(super) fn mark_client_retry(&mut self) {
+        self.client_retry = true;
+    }
+
+    /// The request's target and body, to remember a failure by.
+    pub(super) fn remember(&mut self, sent: SentAs) {
+        self.body = Some(sent);
     }
 
     /// Reads a body read whole for its calls, if that is still to do (`Inspection::read`).

@@ -1,6 +1,6 @@
 //! Answers strata writes itself, when there is no upstream answer to forward. Each says which
 //! side failed (header `x-strata-error`) and carries a JSON-RPC error body with a null id (the
-//! SDK clients read a JSON-RPC error from a non-2xx body: mcp-protocol.md §7).
+//! SDK clients read a JSON-RPC error from a non-2xx body).
 
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};

@@ -4,9 +4,9 @@
 //! Why: every worker accepts from the same listening socket, and the kernel wakes all of them
 //! for a new connection; the first to call `accept` takes it, and then every other one already
 //! queued, since its accept loop runs until the queue is empty. Agents that connect together —
-//! a pool opening its connections, a benchmark — land mostly on one worker: measured at 64
-//! agents (wrk, 3 runs), 3:1, 1.2:1 and 1:1.4 between the two workers' CPU time, and calls/s
-//! 70k, 85k and 88k accordingly; the busy worker is the bottleneck while the other idles. The
+//! a pool opening its connections, a benchmark — land mostly on one worker, at 64 agents up
+//! to three times the other's CPU time, and the busy worker is the bottleneck while the other
+//! idles (measured in `bench/README.md`). The
 //! kernel's own spreading (`SO_REUSEPORT`, a hash of the addresses) is random, not even. Envoy
 //! offers the same choice as here (`exact_balance`: the listener's connections go to the worker
 //! with the fewest).

@@ -2,10 +2,10 @@
 //! cores on every call.
 //!
 //! Why: a counter, a lock or a reference count that both workers write on every call moves
-//! its cache line between their cores each time. At 64 agents strata's calls wrote several —
-//! the metrics' counters, histogram and gauges, the retry budget's lock, the reference counts
-//! of the call context — and user time per call was ~4.2 µs against nginx's ~2.8
-//! (`bench/README.md`). Each worker's own copy stays on its core; whoever reads the whole
+//! its cache line between their cores each time. Every call writes several — the metrics'
+//! counters, histogram and gauges, the retry budget's lock, the reference counts of the call
+//! context — and, shared at 64 agents, they add markedly to a call's user time (measured in
+//! `bench/README.md`). Each worker's own copy stays on its core; whoever reads the whole
 //! (a Prometheus scrape, a retry asking the budget) sums the copies.
 //!
 //! A thread uses the copy [`enter`] gave it (a worker's own), or copy 0 (the main thread,

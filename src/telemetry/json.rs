@@ -1,16 +1,17 @@
 //! The JSON line format, written straight into the line buffer.
 //!
-//! Same shape as tracing-subscriber's `.json().flatten_event(true)` without spans — the
-//! format strata had before — `{"timestamp":"…","level":"INFO",<the event's fields>,
+//! Same shape as tracing-subscriber's `.json().flatten_event(true)` without spans,
+//! `{"timestamp":"…","level":"INFO",<the event's fields>,
 //! "target":"…"}`, with the same value types: integers and booleans as JSON numbers and
 //! booleans, floats as numbers (`null` when not finite), strings and `Debug`/`Display` values
 //! as JSON strings. It exists because the generic path (a serde serializer over an
-//! `io::Write` adaptor over `fmt::Write`, one UTF-8 check per token) cost a quarter of
-//! strata's instructions per proxied call, with one log record per call (callgrind, `bench/`).
+//! `io::Write` adaptor over `fmt::Write`, one UTF-8 check per token) costs a large share of
+//! a proxied call's instructions, with one log record per call (measured in
+//! `bench/README.md`).
 //!
 //! The line is built in a buffer of this thread's, with calls the compiler can inline, and
-//! handed to tracing-subscriber's writer whole: through its `Writer` every piece was a call
-//! through a vtable (~150 per call record). Plain runs inside strings are found with the
+//! handed to tracing-subscriber's writer whole: through its `Writer` every piece would be a
+//! call through a vtable. Plain runs inside strings are found with the
 //! classifier's [`string_run`] (16 bytes per compare) rather than byte by byte.
 
 use std::cell::RefCell;
@@ -241,8 +242,8 @@ impl<W: Write> Visit for Fields<'_, W> {
     }
 }
 
-/// A decimal integer without `fmt`'s padding machinery (several hundred instructions a number);
-/// also the call record's statuses (`calllog.rs`).
+/// A decimal integer without `fmt`'s padding machinery, which costs more than the digits;
+/// also the call record's statuses (`observe/call_record.rs`).
 pub(crate) fn write_u64(w: &mut impl Write, value: u64) -> fmt::Result {
     // The usual values (a status, an attempt count, an event count) from the table, without
     // checking digits just written for UTF-8.
@@ -305,8 +306,8 @@ struct Escaped<'a, W: Write>(&'a mut W);
 
 impl<W: Write> Write for Escaped<'_, W> {
     /// The usual text (a method, a tool's name, an address) has nothing to escape: it goes
-    /// out whole from here, inlined; the loop is out of line. (Each call paid the loop's
-    /// entry and exit, ~75 instructions, eight times a call record, callgrind.)
+    /// out whole from here, inlined; the loop is out of line, so a call without escapes does
+    /// not pay its entry and exit (eight calls a call record).
     #[inline]
     fn write_str(&mut self, s: &str) -> fmt::Result {
         if string_run(s.as_bytes()) == s.len() {

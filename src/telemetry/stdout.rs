@@ -8,7 +8,7 @@
 //! `write()`), and Linux serialises writes to a regular file's offset. Only a longer line,
 //! which a pipe may interleave, takes the lock — exclusively, while short lines share it.
 //!
-//! A worker thread (`proxy/workers.rs`) batches its lines: they gather in a buffer of the
+//! A worker thread (`runtime/workers.rs`) batches its lines: they gather in a buffer of the
 //! thread's and go out together, in one `write(2)` of at most `PIPE_BUF` bytes (atomic as
 //! above), when the next line would not fit or when its runtime is about to park — it has
 //! nothing left to run, so a line waits no longer than the calls ready beside it. At 64

@@ -35,7 +35,7 @@ pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {
 }
 
 /// A bare status: empty body, no `Content-Type` — the realistic shape of a gateway's 503 or
-/// 429 (mcp-protocol.md §6.5).
+/// 429.
 pub(crate) fn status_only(status: StatusCode) -> Response<Body> {
     with(status, None, body::empty())
 }

@@ -109,31 +109,42 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
             &format!("{name} needs a legacy-era session: 2026-07-28 removed its mechanism"),
         );
     }
+    if sc.tool == "slow" {
+        sleep(Duration::from_millis(c.arg_u64("ms", 1000, MAX_SLOW_MS))).await;
+        return c.answer(&c.ok());
+    }
     let token = rpc::progress_token(c.params, c.id);
-    let progress = |i: u64, total: u64| sse::message(&rpc::progress(&token, i, total));
-    match sc.tool {
-        "ok" => c.answer(&c.ok()),
-        "tool_error" => c.answer(&rpc::result(
-            c.id,
-            rpc::tool_result(c.era, "tool failed", true),
-        )),
-        "jsonrpc_error" => c.answer(&rpc::error(c.id, rpc::INVALID_PARAMS, "Invalid params")),
-        "http_503_then_200" => {
-            if c.counters().bump(sc.tool) % 2 == 1 {
+    // The catalogue and these matches are kept in step by the `every_scenario_is_served` test.
+    status_scenario(&c, sc.tool)
+        .or_else(|| result_scenario(&c, sc.tool))
+        .or_else(|| stream_scenario(&c, sc.tool, &token))
+        .unwrap_or_else(|| {
+            c.error(
+                rpc::INTERNAL_ERROR,
+                &format!("scenario {} is not implemented", sc.tool),
+            )
+        })
+}
+
+/// Scenarios whose HTTP status or framing is the point.
+fn status_scenario(c: &Call<'_>, tool: &'static str) -> Option<Response<Body>> {
+    match tool {
+        "http_503_then_200" => Some({
+            if c.counters().bump(tool) % 2 == 1 {
                 reply::status_only(StatusCode::SERVICE_UNAVAILABLE)
             } else {
                 c.answer(&c.ok())
             }
-        }
-        "read_flaky" | "write_flaky" => {
-            if c.counters().bump(sc.tool) <= c.testbed.options.fail_first_n {
+        }),
+        "read_flaky" | "write_flaky" => Some({
+            if c.counters().bump(tool) <= c.testbed.options.fail_first_n {
                 reply::status_only(StatusCode::SERVICE_UNAVAILABLE)
             } else {
                 c.answer(&c.ok())
             }
-        }
-        "read_rate_limited" => {
-            if c.counters().bump(sc.tool) <= c.testbed.options.fail_first_n {
+        }),
+        "read_rate_limited" => Some({
+            if c.counters().bump(tool) <= c.testbed.options.fail_first_n {
                 let secs = c.arg_u64("retry_after", 1, 3600);
                 let mut resp = reply::status_only(StatusCode::TOO_MANY_REQUESTS);
                 resp.headers_mut()
@@ -142,34 +153,54 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
             } else {
                 c.answer(&c.ok())
             }
-        }
-        "http_429" => {
+        }),
+        "http_429" => Some({
             let mut resp = reply::status_only(StatusCode::TOO_MANY_REQUESTS);
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             resp
-        }
-        "http_500_success_body" => reply::json(StatusCode::INTERNAL_SERVER_ERROR, &c.ok()),
-        "input_required" => input_required(&c),
-        "legacy_result" => c.answer(&rpc::result(
+        }),
+        "http_500_success_body" => Some(reply::json(StatusCode::INTERNAL_SERVER_ERROR, &c.ok())),
+        "json_reset" => Some(json_reset(c)),
+        "empty_202" => Some(reply::status_only(StatusCode::ACCEPTED)),
+        "wrong_content_type" => Some(reply::with(
+            StatusCode::OK,
+            Some(HeaderValue::from_static("text/plain")),
+            body::full("hello"),
+        )),
+        _ => None,
+    }
+}
+
+/// Scenarios answered with one JSON-RPC message (or what should have been one).
+fn result_scenario(c: &Call<'_>, tool: &str) -> Option<Response<Body>> {
+    match tool {
+        "ok" => Some(c.answer(&c.ok())),
+        "tool_error" => Some(c.answer(&rpc::result(
+            c.id,
+            rpc::tool_result(c.era, "tool failed", true),
+        ))),
+        "jsonrpc_error" => Some(c.answer(&rpc::error(c.id, rpc::INVALID_PARAMS, "Invalid params"))),
+        "input_required" => Some(input_required(c)),
+        "legacy_result" => Some(c.answer(&rpc::result(
             c.id,
             json!({"content": [{"type": "text", "text": "ok"}], "isError": false}),
-        )),
-        "content_not_array" => {
+        ))),
+        "content_not_array" => Some({
             let mut m = serde_json::Map::new();
             m.insert("content".into(), json!("not-an-array"));
             m.insert("isError".into(), json!(false));
             c.answer(&rpc::result(c.id, rpc::complete(c.era, m)))
-        }
-        "wrong_id" => {
+        }),
+        "wrong_id" => Some({
             let wrong = if *c.id == json!(99999) {
                 json!("wrong")
             } else {
                 json!(99999)
             };
             c.answer(&rpc::result(&wrong, rpc::tool_result(c.era, "ok", false)))
-        }
-        "result_and_error" => {
+        }),
+        "result_and_error" => Some({
             let mut msg = c.ok();
             if let Some(obj) = msg.as_object_mut() {
                 obj.insert(
@@ -178,41 +209,54 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
                 );
             }
             c.answer(&msg)
-        }
-        "bad_jsonrpc_version" => {
+        }),
+        "bad_jsonrpc_version" => Some({
             let mut msg = c.ok();
             if let Some(obj) = msg.as_object_mut() {
                 obj.insert("jsonrpc".into(), json!("1.0"));
             }
             c.answer(&msg)
-        }
-        "malformed_json" => reply::json_bytes(StatusCode::OK, "{ not valid json"),
-        "sse_progress" => {
+        }),
+        "malformed_json" => Some(reply::json_bytes(StatusCode::OK, "{ not valid json")),
+        "large_result" => Some(large_result(c)),
+        "echo_headers" => Some({
+            let text = echo_headers(c.headers).to_string();
+            c.answer(&rpc::result(c.id, rpc::tool_result(c.era, &text, false)))
+        }),
+        _ => None,
+    }
+}
+
+/// Scenarios answered on an SSE stream.
+fn stream_scenario(c: &Call<'_>, tool: &str, token: &Value) -> Option<Response<Body>> {
+    let progress = |i: u64, total: u64| sse::message(&rpc::progress(token, i, total));
+    match tool {
+        "sse_progress" => Some({
             let mut steps = Vec::new();
             for i in 1..=3 {
                 steps.extend([Step::Send(progress(i, 3)), Step::Pause(PROGRESS_GAP)]);
             }
             steps.push(Step::Send(sse::message(&c.ok())));
             c.play(steps)
-        }
-        "sse_closed_early" => c.play([Step::Send(progress(1, 2))]),
-        "sse_final_error" => c.play([
+        }),
+        "sse_closed_early" => Some(c.play([Step::Send(progress(1, 2))])),
+        "sse_final_error" => Some(c.play([
             Step::Send(progress(1, 2)),
             Step::Send(sse::message(&rpc::error(
                 c.id,
                 rpc::INTERNAL_ERROR,
                 "Internal error",
             ))),
-        ]),
-        "sse_server_request" => c.play([
+        ])),
+        "sse_server_request" => Some(c.play([
             // Legacy transports let the server send requests on the POST stream; its ids live
             // in the server's id space, so id 0 deliberately collides with a client id.
             Step::Send(sse::message(
                 &json!({"jsonrpc": "2.0", "id": 0, "method": "roots/list"}),
             )),
             Step::Send(sse::message(&c.ok())),
-        ]),
-        "sse_drip" => {
+        ])),
+        "sse_drip" => Some({
             let count = c.arg_u64("count", 5, MAX_DRIP_EVENTS);
             let gap = Duration::from_millis(c.arg_u64("interval_ms", 100, MAX_DRIP_INTERVAL_MS));
             let token = token.clone();
@@ -221,34 +265,14 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
                 [Step::Send(event), Step::Pause(gap)]
             });
             c.play(events.chain([Step::Send(sse::message(&c.ok()))]))
-        }
-        "sse_resumable" => sse_resumable(&c, &token),
-        "sse_reset" => c.play([
+        }),
+        "sse_resumable" => Some(sse_resumable(c, token)),
+        "sse_reset" => Some(c.play([
             Step::Send(progress(1, 2)),
             Step::Pause(PAUSE_BEFORE_ABORT),
             Step::Abort,
-        ]),
-        "json_reset" => json_reset(&c),
-        "large_result" => large_result(&c),
-        "slow" => {
-            sleep(Duration::from_millis(c.arg_u64("ms", 1000, MAX_SLOW_MS))).await;
-            c.answer(&c.ok())
-        }
-        "empty_202" => reply::status_only(StatusCode::ACCEPTED),
-        "wrong_content_type" => reply::with(
-            StatusCode::OK,
-            Some(HeaderValue::from_static("text/plain")),
-            body::full("hello"),
-        ),
-        "echo_headers" => {
-            let text = echo_headers(c.headers).to_string();
-            c.answer(&rpc::result(c.id, rpc::tool_result(c.era, &text, false)))
-        }
-        // The catalogue and this match are kept in step by the `every_scenario_is_served` test.
-        other => c.error(
-            rpc::INTERNAL_ERROR,
-            &format!("scenario {other} is not implemented"),
-        ),
+        ])),
+        _ => None,
     }
 }
 

@@ -3,10 +3,10 @@
 //!
 //! It sees whole buffers — the request body, the response head, the whole response body and
 //! how it ended — parses JSON with serde_json into `serde_json::Value`, frames SSE with a
-//! whole-string WHATWG parser written here, and applies ARCHITECTURE.md's outcome table and
-//! the decisions documented in `envelope.rs`, `exchange.rs` and `sse.rs`, written afresh over
-//! `Value`. It never calls the scanner, the framer or the correlator; it shares with them only
-//! the vocabulary (`Outcome`, `BodyEnd`) and the named limits.
+//! whole-string WHATWG parser written here, and applies README.md's outcome table
+//! ("Outcomes") and the decisions documented in `envelope.rs`, `exchange.rs` and `sse.rs`,
+//! written afresh over `Value`. It never calls the scanner, the framer or the correlator; it
+//! shares with them only the vocabulary (`Outcome`, `BodyEnd`) and the named limits.
 //!
 //! Where serde_json's `Value` and the classifier's documented rules differ, the documented
 //! rule is encoded here:
@@ -376,7 +376,7 @@ pub(crate) fn requests(body: &[u8]) -> (Vec<Req>, bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Outcome rules (ARCHITECTURE.md "Outcomes"; envelope.rs)
+// Outcome rules (README.md "Outcomes"; envelope.rs)
 
 /// The outcome of `req` given the response message `msg` (an element or the whole document).
 fn outcome_of(req: &Req, msg: &Value, msg_id: &Id) -> Outcome {
@@ -483,7 +483,8 @@ impl Calls<'_> {
             return self.settle(Outcome::MalformedJson);
         };
         if doc.value.is_array() && !self.request_batch {
-            // A batch response to a single request (mcp-protocol.md §1.11).
+            // A batch response to a single request (JSON-RPC 2.0 §6: an array answers only a
+            // batch).
             return self.settle(Outcome::InvalidEnvelope);
         }
         let messages: Vec<&Value> = match &doc.value {

@@ -54,9 +54,9 @@ const SCENARIOS = [
   ['wrong_content_type', undefined, 1, BOTH],
   ['echo_headers', undefined, 1, BOTH],
 ];
-// Calls the TS client never resolves (§7.1 of mcp-protocol.md: no response on the stream and no
-// stream-end callback, or a 202 to a request), so they end by the request timeout; a short one
-// keeps the run quick. Each is still made, and the timeout is what the SDK surfaces.
+// Calls the TS client never resolves (no response on the stream and no stream-end callback,
+// or a 202 to a request), so they end by the request timeout; a short one keeps the run quick.
+// Each is still made, and the timeout is what the SDK surfaces.
 const HANGS = { wrong_id: 1.5, sse_closed_early: 1.5, sse_reset: 1.5, empty_202: 1.5 };
 
 function parseArgs(argv) {

@@ -1,4 +1,4 @@
-//! Soak with nothing lost (issue 7, item 2): a bounded load through the real `strata` binary
+//! Soak with nothing lost: a bounded load through the real `strata` binary
 //! (a child process) in front of the in-process testbed, mixing every scenario, both protocol
 //! eras, JSON and SSE answers, HTTP/1.1 and h2 agents, sessions that come and go, and agents
 //! that leave mid-stream. Afterwards:

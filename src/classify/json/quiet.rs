@@ -49,6 +49,8 @@ impl JsonScanner {
     /// One turn of the loop takes a member (key, colon, value) or an element, and the comma
     /// or bracket that follows it when it follows at once (the usual case): one dispatch on
     /// the grammar position per value rather than per token.
+    // Longer than the house's limit on purpose: the scanner's hot loop, whose state stays in
+    // registers from one value to the next only while it is one function.
     #[inline(never)]
     pub(super) fn quiet_run<S: MessageSink + ?Sized>(
         &mut self,

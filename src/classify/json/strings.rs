@@ -9,8 +9,8 @@
 //!
 //! UTF-8 is validated in the same pass, with lookups on each block's nibbles (`utf8.rs`), by
 //! the same vector level: AVX-512 checks every block; AVX2 skips a block of ASCII after an
-//! ASCII tail (its check takes twice the instructions: checking every block, it was 3–7 %
-//! slower on the text bodies, measured with the level forced on an AVX-512 machine).
+//! ASCII tail (its check takes twice the instructions: checking every block is slower on
+//! the text bodies, measured with the level forced on an AVX-512 machine).
 //!
 //! Only content that is validated and not captured comes here (captured strings are short
 //! and decode their escapes on the scalar path).
@@ -190,8 +190,8 @@ impl Wide {
     pub(super) fn skip(self, rest: &[u8]) -> Result<usize, Malformed> {
         // Most strings are short (names, types, enum values, a notification's method): when
         // the first 32 bytes hold the closing quote, the narrow run finds it for less than
-        // one wide block costs. (16 bytes sent `notifications/progress` to the blocks: SSE
-        // progress events cost 3 % more instructions.)
+        // one wide block costs. (16 bytes would send `notifications/progress` to the blocks,
+        // and SSE progress events would cost more.)
         const HEAD: usize = 16;
         if rest.len() < BLOCK || matches!(self, Wide::Narrow) {
             return Ok(super::string_run(rest));

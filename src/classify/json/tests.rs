@@ -207,7 +207,7 @@ fn the_first_bad_byte_decides_the_reason_at_any_split() {
         (b"\"ok \xe4\xb8\\u0041\"", Malformed::Utf8),
         (b"\"\xe4\xb8\xad\\n\xff\\q\"", Malformed::Utf8),
         (b"\"\xe4\xb8\xad\\q\xff\"", Malformed::Syntax),
-        // A cut character before the lead of another (proptest, session 6).
+        // A cut character before the lead of another (found by proptest).
         (b"{\"a\":\"A\xc3\xe0\xb7\xa6#\"}", Malformed::Utf8),
         (b"[\"\xf0\x9f\xe0\xb7\xa6\"]", Malformed::Utf8),
         // Bytes above ASCII are allowed only in strings: elsewhere, valid UTF-8 or not,

@@ -13,9 +13,9 @@
 //!   characters from there one by one.
 //!
 //! A chunk is scanned as whole characters ([`whole_characters`] holds a cut one back for the
-//! next chunk), so no character is split between two scans. Before session 6 the whole chunk
-//! went through a separate SIMD validator first: on a 16 MiB text body that pass took more
-//! time than the scan itself, as the first to pull each chunk from memory.
+//! next chunk), so no character is split between two scans. There is no separate validation
+//! pass: a SIMD validator run over the whole chunk first takes more time than the scan itself
+//! on a 16 MiB text body, as the first to pull each chunk from memory.
 
 use super::Malformed;
 

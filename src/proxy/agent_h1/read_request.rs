@@ -15,7 +15,7 @@ pub enum ReadRequest {
         method: String,
         target: String,
         fields: Vec<(String, Vec<u8>)>,
-        /// The same fields as read for forwarding (`head_fields.rs`): names lower-cased,
+        /// The same fields as read for forwarding (`http/fields.rs`): names lower-cased,
         /// in the order they came (the map's groups each name's values at its first).
         as_read: Vec<(String, Vec<u8>)>,
         content_length: u64,

@@ -130,7 +130,7 @@ impl Head {
         Some(request)
     }
 
-    /// The request without its header map, and its fields as read (`head_fields.rs`), taken
+    /// The request without its header map, and its fields as read (`http/fields.rs`), taken
     /// from this head, which they keep (moved: a clone is a reference count up and down);
     /// the head back when the `http` types refuse its target.
     pub(in crate::proxy) fn request_and_fields(

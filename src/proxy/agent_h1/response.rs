@@ -59,7 +59,7 @@ pub(super) struct Encoded {
 /// Writes the head of `parts` into `out`. `close`: the connection ends after this exchange
 /// whatever the answer says (the request said so, or strata is shutting down).
 ///
-/// `fields`: the upstream's fields as read (`head_fields.rs`), written after `parts`'
+/// `fields`: the upstream's fields as read (`http/fields.rs`), written after `parts`'
 /// (empty then) as the map path would have put them in it — hop-by-hop ones and those
 /// `Connection` names left out — with this hop's `Via` and `strata-attempts`.
 pub(in crate::proxy) fn encode_head(
@@ -73,136 +73,200 @@ pub(in crate::proxy) fn encode_head(
     if status.is_informational() {
         return Err(EncodeError::Informational);
     }
+    status_line(out, parts);
+    let mut head = HeadWriter {
+        out,
+        body,
+        close,
+        framing: None,
+        wrote_length: None,
+        is_last: close,
+        wrote_date: false,
+        connection_open: false,
+        wrote_close: false,
+    };
+    head.map_fields(parts)?;
+    if let Some(answer) = fields {
+        head.answer_fields(answer)?;
+    }
+    head.finish(status)
+}
+
+/// `HTTP/1.1 200 OK`, or the status with its reason (one the upstream sent kept).
+fn status_line(out: &mut Vec<u8>, parts: &Parts) {
+    let status = parts.status;
     let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
     if status == StatusCode::OK && reason.is_none() {
         out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    } else {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(status.as_str().as_bytes());
-        out.push(b' ');
-        match reason {
-            Some(reason) => out.extend_from_slice(reason.as_bytes()),
-            // A reason must be written: many parsers expect one (hyper writes the same).
-            None => out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes()),
-        }
-        out.extend_from_slice(b"\r\n");
+        return;
     }
-    // 204 and 304 carry no body, nor a length of their own (RFC 9110 §8.6, §15.3.5).
-    let can_have_body = !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
-    let mut framing = None;
-    let mut wrote_length = None;
-    let mut is_last = close;
-    let mut wrote_date = false;
-    let mut connection_open = false;
-    let mut wrote_close = false;
-    let mut last_name = None;
-    for (name, value) in &parts.headers {
-        let same = last_name == Some(name);
-        if !same && connection_open {
-            end_connection(out, close, wrote_close);
-            connection_open = false;
-        }
-        last_name = Some(name);
-        match *name {
-            header::CONTENT_LENGTH => {
-                content_length(out, value.as_bytes(), body, &mut wrote_length, &mut framing)?;
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    match reason {
+        Some(reason) => out.extend_from_slice(reason.as_bytes()),
+        // A reason must be written: many parsers expect one (hyper writes the same).
+        None => out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes()),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A head being written, and what its fields said so far of the framing and the connection.
+struct HeadWriter<'o> {
+    out: &'o mut Vec<u8>,
+    body: BodySize,
+    close: bool,
+    framing: Option<Framing>,
+    wrote_length: Option<u64>,
+    is_last: bool,
+    wrote_date: bool,
+    /// A `connection` line is being written (a name's values are joined on one line).
+    connection_open: bool,
+    wrote_close: bool,
+}
+
+impl HeadWriter<'_> {
+    /// The map's fields, in its order.
+    fn map_fields(&mut self, parts: &Parts) -> Result<(), EncodeError> {
+        let mut last_name = None;
+        for (name, value) in &parts.headers {
+            let same = last_name == Some(name);
+            if !same {
+                self.end_connection();
             }
-            // Hop-by-hop (RFC 9110 §7.6.1): the proxy removes both from the upstream's answer
-            // and its own answers carry neither, so the framing is always this connection's.
-            header::TRANSFER_ENCODING | header::TRAILER => {}
-            header::CONNECTION => {
-                let tokens = value.as_bytes();
-                let closes = has_close(tokens);
-                is_last |= closes;
-                wrote_close |= closes;
-                if same {
-                    out.extend_from_slice(b", ");
-                } else {
-                    out.extend_from_slice(b"connection: ");
+            last_name = Some(name);
+            match *name {
+                header::CONTENT_LENGTH => self.content_length(value.as_bytes())?,
+                // Hop-by-hop (RFC 9110 §7.6.1): the proxy removes both from the upstream's
+                // answer and its own answers carry neither, so the framing is always this
+                // connection's.
+                header::TRANSFER_ENCODING | header::TRAILER => {}
+                header::CONNECTION => self.connection(value.as_bytes(), same),
+                _ => {
+                    self.wrote_date |= *name == header::DATE;
+                    line(self.out, name.as_str().as_bytes(), value.as_bytes());
                 }
-                out.extend_from_slice(tokens);
-                connection_open = true;
-            }
-            _ => {
-                wrote_date |= *name == header::DATE;
-                line(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
+        Ok(())
     }
-    if let Some(answer) = fields {
-        if connection_open {
-            end_connection(out, close, wrote_close);
-            connection_open = false;
-        }
-        // As the map path leaves them: `Connection` and the other hop-by-hop fields gone
-        // (so nothing here joins the `connection` line), `strata-attempts` replaced.
+
+    /// The upstream's fields as read: as the map path leaves them, `Connection` and the other
+    /// hop-by-hop fields gone (so nothing here joins the `connection` line),
+    /// `strata-attempts` replaced; then this hop's `Via` and `strata-attempts`.
+    fn answer_fields(&mut self, answer: &AnswerFields) -> Result<(), EncodeError> {
+        self.end_connection();
         let mut failed = Ok(());
         answer
             .fields
             .each_forwarded(|name, known, value| match known {
                 Some(Known::ContentLength) => {
                     if failed.is_ok() {
-                        failed = content_length(out, value, body, &mut wrote_length, &mut framing);
+                        failed = self.content_length(value);
                     }
                 }
                 None if answer.attempts > 1
                     && name.eq_ignore_ascii_case(ATTEMPTS_HEADER.as_bytes()) => {}
                 _ => {
-                    wrote_date |= known == Some(Known::Date);
-                    write_line(out, name, known, value);
+                    self.wrote_date |= known == Some(Known::Date);
+                    write_line(self.out, name, known, value);
                 }
             });
         failed?;
-        line(out, b"via", answer.via.as_bytes());
+        line(self.out, b"via", answer.via.as_bytes());
         if answer.attempts > 1 {
-            line(
-                out,
-                ATTEMPTS_HEADER.as_bytes(),
-                decimal(u64::from(answer.attempts), &mut [0; 20]),
-            );
+            let mut digits = [0; 20];
+            let attempts = decimal(u64::from(answer.attempts), &mut digits);
+            line(self.out, ATTEMPTS_HEADER.as_bytes(), attempts);
+        }
+        Ok(())
+    }
+
+    fn content_length(&mut self, value: &[u8]) -> Result<(), EncodeError> {
+        content_length(
+            self.out,
+            value,
+            self.body,
+            &mut self.wrote_length,
+            &mut self.framing,
+        )
+    }
+
+    /// A `connection` value, joined to the line open for the name's earlier values.
+    fn connection(&mut self, tokens: &[u8], same: bool) {
+        let closes = has_close(tokens);
+        self.is_last |= closes;
+        self.wrote_close |= closes;
+        if same {
+            self.out.extend_from_slice(b", ");
+        } else {
+            self.out.extend_from_slice(b"connection: ");
+        }
+        self.out.extend_from_slice(tokens);
+        self.connection_open = true;
+    }
+
+    /// Ends an open `connection` line.
+    fn end_connection(&mut self) {
+        if self.connection_open {
+            end_connection(self.out, self.close, self.wrote_close);
+            self.connection_open = false;
         }
     }
-    if connection_open {
-        end_connection(out, close, wrote_close);
-    } else if close {
-        out.extend_from_slice(b"connection: close\r\n");
+
+    /// The connection's own lines — `connection: close`, the body's framing, `date` — and
+    /// the blank line.
+    fn finish(mut self, status: StatusCode) -> Result<Encoded, EncodeError> {
+        if self.connection_open {
+            self.end_connection();
+        } else if self.close {
+            self.out.extend_from_slice(b"connection: close\r\n");
+        }
+        // 204 and 304 carry no body, nor a length of their own (RFC 9110 §8.6, §15.3.5).
+        let can_have_body = !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+        let framing = match self.framing {
+            Some(framing) => framing,
+            None => body_framing(self.out, self.body, can_have_body),
+        };
+        let framing = match framing {
+            _ if !can_have_body => Framing::Empty,
+            Framing::Length(0) => Framing::Empty,
+            framing => framing,
+        };
+        if !self.wrote_date {
+            self.out.extend_from_slice(b"date: ");
+            date(self.out);
+            self.out.extend_from_slice(b"\r\n");
+        }
+        self.out.extend_from_slice(b"\r\n");
+        Ok(Encoded {
+            framing,
+            close: self.is_last,
+        })
     }
-    let framing = match framing {
-        Some(framing) => framing,
-        None => match body {
-            BodySize::Unknown if can_have_body => {
-                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-                Framing::Chunked
+}
+
+/// The framing the body itself decides, written, when the answer stated none: chunked for
+/// a body of unknown length, its length when known, else empty.
+fn body_framing(out: &mut Vec<u8>, body: BodySize, can_have_body: bool) -> Framing {
+    match body {
+        BodySize::Unknown if can_have_body => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            Framing::Chunked
+        }
+        BodySize::Known(length) if length > 0 && can_have_body => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(decimal(length, &mut [0; 20]));
+            out.extend_from_slice(b"\r\n");
+            Framing::Length(length)
+        }
+        _ => {
+            if can_have_body {
+                out.extend_from_slice(b"content-length: 0\r\n");
             }
-            BodySize::Known(length) if length > 0 && can_have_body => {
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(crate::telemetry::decimal(length, &mut [0; 20]));
-                out.extend_from_slice(b"\r\n");
-                Framing::Length(length)
-            }
-            _ => {
-                if can_have_body {
-                    out.extend_from_slice(b"content-length: 0\r\n");
-                }
-                Framing::Empty
-            }
-        },
-    };
-    let framing = match framing {
-        _ if !can_have_body => Framing::Empty,
-        Framing::Length(0) => Framing::Empty,
-        framing => framing,
-    };
-    if !wrote_date {
-        out.extend_from_slice(b"date: ");
-        date(out);
-        out.extend_from_slice(b"\r\n");
+            Framing::Empty
+        }
     }
-    out.extend_from_slice(b"\r\n");
-    Ok(Encoded {
-        framing,
-        close: is_last,
-    })
 }
 
 /// A `Content-Length` field: the first value is written and frames the body (checked against

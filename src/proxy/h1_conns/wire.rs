@@ -58,7 +58,7 @@ pub(super) struct Head {
 }
 
 /// A request head's fields: `http`'s map (hop-by-hop fields already removed, `Host` set), or
-/// the agent's lines as read (both done as they are written: `head_fields.rs`).
+/// the agent's lines as read (both done as they are written: `http/fields.rs`).
 pub(in crate::proxy) enum Fields<'a> {
     Map(&'a HeaderMap),
     AsRead(&'a HeadFields),
@@ -131,15 +131,15 @@ fn has_content(method: &Method) -> bool {
 /// Parses a response head at the front of `buf`. `Ok(None)`: not whole yet (read more).
 /// An interim (1xx) response is consumed and skipped; the head returned is the final one.
 /// The head's bytes are taken off `buf`; header values are slices of them. `as_read`: the
-/// fields are kept as read (`head_fields.rs`) rather than put in the response's map.
+/// fields are kept as read (`http/fields.rs`) rather than put in the response's map.
 pub(super) fn parse_response(
     buf: &mut BytesMut,
     request_method: &Method,
     as_read: bool,
 ) -> Result<Option<Head>, HeadError> {
     loop {
-        // Uninitialised slots: an initialised array of a hundred fields cost more to fill
-        // than the whole parse (callgrind).
+        // Uninitialised slots: an initialised array of a hundred fields costs more to fill
+        // than the whole parse.
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut parsed = httparse::Response::new(&mut []);
         let config = httparse::ParserConfig::default();

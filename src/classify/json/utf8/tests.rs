@@ -121,9 +121,9 @@ fn run_checks_each_character_up_to_ascii() {
     }
 }
 
-/// Proptest finding (session 6): `C3` then the lead of a cut character, the chunk ending
-/// between them. Holding the lead back left the scan to end on `C3`, which then looked cut
-/// rather than bad.
+/// Found by proptest: `C3` then the lead of a cut character, the chunk ending between them.
+/// Holding the lead back would leave the scan to end on `C3`, which then looks cut rather
+/// than bad.
 #[test]
 fn a_cut_character_is_not_held_after_a_bad_one() {
     assert_eq!(whole_characters(b"a\xc3\xe0"), 3);

@@ -1,0 +1,223 @@
+//! The attempts phase: the request goes to the upstream, and again while the retry policy
+//! says so (`policy/`): only a call whose every request is idempotent, whose body is in the
+//! replay buffer, and before a byte of an answer reached the agent.
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+use tokio::time::Instant;
+
+use super::attempt::{BodyKind, RetryPlan, Template, attempt_failure};
+use super::h1_conns::SendError;
+use super::head_timer::HeadTimedOut;
+use super::in_flight::Sending;
+use super::pending::PendingCall;
+use super::request_body::RequestBody;
+use super::strata_error::StrataError;
+use super::{FromUpstream, H1Answer, Proxy};
+use crate::http::fields::{HeadFields, Headers};
+use crate::http::forward::Hop;
+use crate::http::names::Known;
+use crate::policy::{Attempt, Next};
+use crate::proxy::head_timer::HeadTimer;
+
+/// The request as the first attempt sends it, and what a retry needs.
+pub(super) struct Outgoing {
+    pub parts: Parts,
+    pub body: RequestBody,
+    /// The agent's fields as read, when the head has no map (`journey.rs`, prepare).
+    pub fields: Option<HeadFields>,
+    /// The body, whole, in the replay buffer.
+    pub replay: Option<Bytes>,
+    pub kind: BodyKind,
+    /// strata's own agent connection read the body whole before the call started.
+    pub read_whole: bool,
+    pub has_key: bool,
+}
+
+/// The last attempt's result, and the answer's fields when kept as read.
+type Sent = (
+    Result<Response<FromUpstream>, StrataError>,
+    Option<HeadFields>,
+);
+
+/// After an attempt: another after a wait, or the answer.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "moved once per attempt, never stored: a box would be an allocation per call"
+)]
+enum Step {
+    Retry(Duration),
+    Answer(Sent),
+}
+
+impl Proxy {
+    /// Sends the request, and again while the policy says so. Each attempt's wait for its
+    /// response head is bounded by `timeouts.response_head`.
+    pub(super) async fn attempts(
+        &self,
+        call: &mut PendingCall<'_>,
+        outgoing: Outgoing,
+        hop: &Hop<'_>,
+        mut head_timer: HeadTimer<'_>,
+    ) -> Sent {
+        let Outgoing {
+            parts,
+            body,
+            fields,
+            replay,
+            kind,
+            read_whole,
+            has_key,
+        } = outgoing;
+        // A retry can only happen for an idempotent call whose body is in the replay buffer;
+        // the head is kept for re-sending until the policy has said (as the first attempt
+        // went out). strata's own connection gives the head back once written: the template
+        // is then made of it, moved, and only for a call the policy may retry.
+        let retries = replay.is_some() && self.policy.retries_enabled();
+        let mut template = (retries && self.h1.is_none()).then(|| Template::of(&parts));
+        let mut plan = None;
+        let mut first = Some((parts, body));
+        loop {
+            let request = match (first.take(), &template) {
+                (Some((parts, body)), _) => Request::from_parts(parts, body),
+                (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
+                (None, None) => return (Err(StrataError::UpstreamBroken), None),
+            };
+            // This attempt's answer only (one that fails before a head leaves none).
+            let mut upstream_fields = None;
+            // A body read whole goes out as the call starts: its first attempt counts from
+            // the call's start (a clock read fewer per call).
+            let now = match call.attempts() == 1 && read_whole {
+                true => call.started(),
+                false => Instant::now(),
+            };
+            let (sent, decided) = {
+                let (sending, given_back) =
+                    self.send(request, fields.as_ref(), hop, &mut upstream_fields, now);
+                let mut sending =
+                    pin!(head_timer.within(now + self.response_head_timeout, sending));
+                match plan {
+                    Some(plan) => (sending.await, plan),
+                    None => {
+                        // The first attempt: its request goes out (the first poll writes it to a
+                        // pooled connection) before the body is read for its calls, which then
+                        // happens while the upstream works on the call — not in front of it.
+                        let retryable = matches!(kind, BodyKind::Whole | BodyKind::Over);
+                        let mut decided = None;
+                        let sent = poll_fn(|cx| {
+                            let polled = sending.as_mut().poll(cx);
+                            if decided.is_none() {
+                                decided = Some(call.plan(retryable, has_key));
+                            }
+                            polled
+                        })
+                        .await;
+                        let decided = decided.unwrap_or_default();
+                        if !(decided.applies && decided.idempotent) {
+                            template = None;
+                        } else if retries && let Some(parts) = given_back {
+                            template.get_or_insert_with(|| Template::from_parts(parts));
+                        }
+                        (sent, decided)
+                    }
+                }
+            };
+            plan = Some(decided);
+            let replayable = replay.is_some();
+            match self.next_step(call, sent, decided, replayable, upstream_fields) {
+                Step::Retry(wait) => tokio::time::sleep(wait).await,
+                Step::Answer(sent) => return sent,
+            }
+        }
+    }
+
+    /// What the policy says after an attempt: the wait before the next one (the retry
+    /// counted), or the result to answer with.
+    fn next_step(
+        &self,
+        call: &mut PendingCall<'_>,
+        sent: Result<Result<Response<FromUpstream>, SendError>, HeadTimedOut>,
+        decided: RetryPlan,
+        replayable: bool,
+        upstream_fields: Option<HeadFields>,
+    ) -> Step {
+        let (failure, outcome) = attempt_failure(sent, &self.ctx().metrics);
+        let Some(failure) = failure.filter(|_| decided.applies) else {
+            return Step::Answer((outcome, upstream_fields));
+        };
+        let attempt = Attempt {
+            made: call.attempts(),
+            idempotent: decided.idempotent,
+            replayable,
+            elapsed: call.started().elapsed(),
+            retry_after: retry_after(&outcome, upstream_fields.as_ref()),
+        };
+        match self.policy.next(failure, &attempt) {
+            Next::Retry { wait, reason } => {
+                call.count(&self.ctx().metrics, |h| h.retry(reason));
+                call.retried(failure.status());
+                Step::Retry(wait)
+            }
+            Next::GiveUp(why) => {
+                if let Some(why) = why {
+                    call.count(&self.ctx().metrics, |h| h.suppressed(why));
+                }
+                Step::Answer((outcome, upstream_fields))
+            }
+        }
+    }
+
+    /// One attempt: the request out, the response head back.
+    ///
+    /// `fields`: the agent's fields as read, when `request` has no map (only for a body known
+    /// whole to an `http://` upstream, which is what takes them here); the answer's fields
+    /// are then kept as read too, into `answer_fields`. `now`: the attempt's start.
+    fn send<'a>(
+        &'a self,
+        mut request: Request<RequestBody>,
+        fields: Option<&'a HeadFields>,
+        hop: &'a Hop<'a>,
+        answer_fields: &'a mut Option<HeadFields>,
+        now: Instant,
+    ) -> (
+        Sending<'a, impl Future<Output = Result<H1Answer, SendError>> + Send + 'a>,
+        Option<Parts>,
+    ) {
+        // strata's own connections take a body known whole (the replay buffer's, or none).
+        if let Some(conns) = &self.h1
+            && let Some(body) = request.body_mut().take_whole()
+        {
+            // The head is written before the future is made: its parts come back, unchanged,
+            // for a retry's template.
+            let (parts, _taken) = request.into_parts();
+            let sending = Sending::Own {
+                sending: conns.send(&parts, fields, body, hop, now),
+                answer_fields,
+            };
+            return (sending, Some(parts));
+        }
+        hop.apply(request.headers_mut());
+        let sending = Sending::Pooled {
+            sending: self.client.request(request),
+        };
+        (sending, None)
+    }
+}
+
+/// The upstream's `Retry-After`, from a failed attempt's answer.
+fn retry_after<'a>(
+    outcome: &'a Result<Response<FromUpstream>, StrataError>,
+    fields: Option<&'a HeadFields>,
+) -> Option<&'a [u8]> {
+    let response = outcome.as_ref().ok()?;
+    let headers = match fields {
+        Some(fields) => Headers::Own(fields),
+        None => Headers::Map(response.headers()),
+    };
+    headers.get(Known::RetryAfter)
+}

@@ -3,7 +3,7 @@
 //! apart. Raw sockets, so the bytes on the wire are what is asserted.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! expiry; the same with the Redis store, and across two strata replicas sharing it.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! well under a minute on two cores in debug).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod oracle;
+use crate::oracle;
 
 use oracle::Res;
 use proptest::prelude::*;

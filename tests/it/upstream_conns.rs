@@ -3,7 +3,7 @@
 //! response.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use http::StatusCode;
 use serde_json::json;

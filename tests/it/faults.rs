@@ -6,7 +6,7 @@
 //! are in `faults_agent.rs`.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! stream, never inside an event, never on JSON, never when off (the default).
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

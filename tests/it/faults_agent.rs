@@ -5,7 +5,7 @@
 //! and each asserts what reached the upstream (for a refused request: nothing).
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

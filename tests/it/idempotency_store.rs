@@ -5,7 +5,7 @@
 //! these tests run on real time, with TTLs of a few hundred milliseconds.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

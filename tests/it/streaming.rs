@@ -4,7 +4,7 @@
 //! buffering.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

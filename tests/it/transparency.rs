@@ -5,7 +5,7 @@
 //! unchanged. Both HTTP/1.1 and h2 (prior knowledge) agents.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@
 //! testbed and the client all log on the test's thread.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

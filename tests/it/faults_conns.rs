@@ -4,7 +4,7 @@
 //! that must all succeed unchanged.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

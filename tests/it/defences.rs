@@ -2,7 +2,7 @@
 //! never reach the log. Agents and a scripted upstream on `127.0.0.1:0`.
 #![cfg(test)]
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};

@@ -83,8 +83,10 @@ pub enum Command {
     },
     /// Run the built-in testbed upstream and strata in front of it, make one call per
     /// scenario, and print what each was classified as.
+    #[cfg(feature = "testbed")]
     Demo,
     /// Run the fault-injection MCP upstream alone, to point a real agent (or strata) at.
+    #[cfg(feature = "testbed")]
     Testbed {
         /// Address to listen on.
         #[arg(long, value_name = "ADDR", default_value_t = DEFAULT_TESTBED_LISTEN)]

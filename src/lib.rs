@@ -4,6 +4,7 @@ pub mod app;
 pub mod classify;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "testbed")]
 pub mod demo;
 pub mod http;
 pub mod idempotency;
@@ -14,4 +15,5 @@ pub mod policy;
 pub mod proxy;
 pub mod runtime;
 pub mod telemetry;
+#[cfg(feature = "testbed")]
 pub mod testbed;

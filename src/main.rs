@@ -31,7 +31,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        #[cfg(feature = "testbed")]
         Some(Command::Demo) => runtime.block_on(strata::demo::run()),
+        #[cfg(feature = "testbed")]
         Some(Command::Testbed { listen }) => runtime.block_on(strata::demo::testbed(listen)),
         Some(Command::CheckConfig { .. }) | None => {
             let config = match cli.run.load_config() {

@@ -4,7 +4,11 @@
 //! bounded load), `tls` (certificates made at test time), `deploy` (the deployment kit's
 //! checks, with their own tools).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(unreachable_pub, dead_code, reason = "helper modules shared by every area")]
+#![allow(
+    unreachable_pub,
+    dead_code,
+    reason = "helper modules shared by every area"
+)]
 
 #[path = "../oracle/mod.rs"]
 mod oracle;

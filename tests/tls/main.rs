@@ -21,5 +21,6 @@ mod config;
 mod framing;
 mod peers;
 mod pki;
+mod route_matrix;
 mod streaming;
 mod upstream;

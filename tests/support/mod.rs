@@ -1,8 +1,8 @@
-//! Shared helpers of the end-to-end test crates (`e2e`, `transparency`, `streaming`): strata
+//! Shared helpers of the integration tests (`tests/it/`, `tests/tls/`, `tests/soak/`): strata
 //! and the testbed in-process on `127.0.0.1:0`, counter deltas read from strata's own
 //! `/metrics` text, call records read back from the captured log, and a scripted upstream.
 //!
-//! Each crate uses a different subset, hence the `dead_code` allowance.
+//! Each test binary uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod agent;

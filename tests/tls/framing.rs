@@ -358,10 +358,12 @@ async fn a_listed_length_reaches_the_agent_as_one_and_different_ones_as_502() {
     const LISTED: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 38, 38\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n";
     const REPEATED: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 38\r\nContent-Length: 38\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n";
     const DIFFERENT: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 38, 39\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n";
+    // `Connection` naming the length must not take it away either.
+    const NAMED: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nConnection: content-length, x-gone\r\nX-Gone: 1\r\nContent-Length: 38\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n";
     let dir = scratch_dir("framing-lengths");
     for agent in [AgentSide::Own, AgentSide::Hyper] {
         for mode in [Mode::RetriesOn, Mode::RetriesOff] {
-            for answer in [LISTED, REPEATED] {
+            for answer in [LISTED, REPEATED, NAMED] {
                 let got = through(&dir, answer, agent, mode).await;
                 let head = got[..find(got.as_bytes(), b"\r\n\r\n").unwrap()].to_ascii_lowercase();
                 let lengths: Vec<&str> = head
@@ -369,6 +371,7 @@ async fn a_listed_length_reaches_the_agent_as_one_and_different_ones_as_502() {
                     .filter_map(|l| l.strip_prefix("content-length: "))
                     .collect();
                 assert_eq!(lengths, ["38"], "{agent:?} {mode:?}: {got}");
+                assert!(!head.contains("x-gone"), "{agent:?} {mode:?}: {got}");
                 assert!(
                     got.ends_with("\"result\":{}}\r\n"),
                     "{agent:?} {mode:?}: {got}"

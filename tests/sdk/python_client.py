@@ -13,7 +13,7 @@ pings, and closes. Each call is bounded by --timeout.
 Prints one JSON document on stdout. Everything in it is deterministic for a given SDK and
 testbed, except the `volatile` object, which holds what differs between a direct connection
 and one through a proxy (the Host, Via and X-Forwarded-* headers the server saw, the port in
-error messages). `tests/sdk_clients.rs` compares the rest byte for byte, direct vs proxied.
+error messages). `tests/it/sdk_clients.rs` compares the rest byte for byte, direct vs proxied.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the official MCP SDK clients that tests/sdk_clients.rs drives, all pinned:
+# Installs the official MCP SDK clients that tests/it/sdk_clients.rs drives, all pinned:
 #   - Python: PyPI `mcp` (requirements.txt) into tests/sdk/.venv, with the machine's python3;
 #   - TypeScript: npm `@modelcontextprotocol/sdk` and `@modelcontextprotocol/client`
 #     (package-lock.json) into tests/sdk/node_modules, with `npm ci`.

@@ -1,5 +1,5 @@
 """Prints, as a Markdown table, what each SDK client surfaced per scenario in the last run of
-tests/sdk_clients.rs (the documents it leaves in target/tmp/sdk_clients/<client>/).
+tests/it/sdk_clients.rs (the documents it leaves in target/tmp/sdk_clients/<client>/).
 
 Usage: python3 tests/sdk/table.py [DIR] [direct|strata]    (stdlib only)
 """

@@ -9,7 +9,7 @@
 // Same shape and rules as python_client.py: per era, list the tools, then for every scenario a
 // fresh client (connect, call the tool one or more times, ping, close), each call bounded by a
 // timeout. Prints one JSON document; everything but its `volatile` object must be identical
-// direct and through strata (tests/sdk_clients.rs compares them).
+// direct and through strata (tests/it/sdk_clients.rs compares them).
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';

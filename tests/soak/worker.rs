@@ -193,7 +193,7 @@ impl Worker {
 
     /// A whole reply must be byte for byte what the testbed sent; a broken one the bytes
     /// before the break — all of them over HTTP/1.1, a prefix over h2 (an h2 receiver drops
-    /// data it had buffered when the reset arrives; see `tests/faults.rs`).
+    /// data it had buffered when the reset arrives; see `tests/it/faults.rs`).
     fn compare(&self, driver: &Driver, kind: &Kind, what: &str, reply: &Reply, sent: &SentBody) {
         let len = reply.body.len() as u64;
         let same = sent.status == reply.status.as_u16()

@@ -268,7 +268,7 @@ fn transport_outcomes() {
 
 #[test]
 fn json_body_message_with_method_is_not_a_response() {
-    // Regression (found by tests/classify_props.rs): a request-shaped message carrying a
+    // Regression (found by tests/it/classify_props.rs): a request-shaped message carrying a
     // result was judged by its result. On a JSON body it is an invalid envelope.
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","result":{"content":[]}}"#;
     assert_eq!(one(CALL, 200, JSON, body), Outcome::InvalidEnvelope);
@@ -389,7 +389,7 @@ fn sse_resumable_stream_closed_early_is_pending() {
 
 #[test]
 fn sse_stream_is_resumable_only_by_a_dispatched_nonempty_id() {
-    // Regression (found by tests/classify_props.rs): an id in an unfinished event, or an
+    // Regression (found by tests/it/classify_props.rs): an id in an unfinished event, or an
     // empty id, left the call pending although no client could resume with it.
     let unfinished = format!("data: {PROGRESS}\n\nid: 42\ndata: {{\"jsonrpc\"");
     assert_eq!(one(CALL, 200, SSE, &unfinished), Outcome::StreamIncomplete);

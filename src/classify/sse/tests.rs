@@ -115,7 +115,7 @@ fn retry_needs_digits() {
 
 #[test]
 fn last_event_id_is_set_at_dispatch_and_empty_resets_it() {
-    // Regression (found by tests/classify_props.rs): the id was taken when its line ended,
+    // Regression (found by tests/it/classify_props.rs): the id was taken when its line ended,
     // so an id in an event the stream never finished made the stream look resumable.
     let (_, framer) = every_split(b"data: {\"id\":1}\n\nid: 7\ndata: x");
     assert!(framer.last_event_id().is_none());

@@ -45,16 +45,17 @@ pub(super) struct RetryPlan {
 }
 
 impl Template {
-    pub(super) fn of(parts: &http::request::Parts) -> Template {
+    pub(super) fn of<B>(request: &Request<B>) -> Template {
+        let headers = request.headers();
         Template {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            version: parts.version,
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
             // Empty for fields kept as read (`http/fields.rs`): nothing to copy.
-            headers: if parts.headers.is_empty() {
+            headers: if headers.is_empty() {
                 HeaderMap::new()
             } else {
-                parts.headers.clone()
+                headers.clone()
             },
         }
     }

@@ -27,8 +27,8 @@ use crate::proxy::head_timer::HeadTimer;
 
 /// The request as the first attempt sends it, and what a retry needs.
 pub(super) struct Outgoing {
-    pub parts: Parts,
-    pub body: RequestBody,
+    /// The first attempt's request (taken as it goes out).
+    pub first: Option<Request<RequestBody>>,
     /// The agent's fields as read, when the head has no map (`journey.rs`, prepare).
     pub fields: Option<HeadFields>,
     /// The body, whole, in the replay buffer.
@@ -58,80 +58,87 @@ enum Step {
 impl Proxy {
     /// Sends the request, and again while the policy says so. Each attempt's wait for its
     /// response head is bounded by `timeouts.response_head`.
-    pub(super) async fn attempts(
-        &self,
-        call: &mut PendingCall<'_>,
-        outgoing: Outgoing,
-        hop: &Hop<'_>,
-        mut head_timer: HeadTimer<'_>,
-    ) -> Sent {
-        let Outgoing {
-            parts,
-            body,
-            fields,
-            replay,
-            kind,
-            read_whole,
-            has_key,
-        } = outgoing;
-        // A retry can only happen for an idempotent call whose body is in the replay buffer;
-        // the head is kept for re-sending until the policy has said (as the first attempt
-        // went out). strata's own connection gives the head back once written: the template
-        // is then made of it, moved, and only for a call the policy may retry.
-        let retries = replay.is_some() && self.policy.retries_enabled();
-        let mut template = (retries && self.h1.is_none()).then(|| Template::of(&parts));
-        let mut plan = None;
-        let mut first = Some((parts, body));
-        loop {
-            let request = match (first.take(), &template) {
-                (Some((parts, body)), _) => Request::from_parts(parts, body),
-                (None, Some(template)) => template.request(RequestBody::Replay(replay.clone())),
-                (None, None) => return (Err(StrataError::UpstreamBroken), None),
-            };
-            // This attempt's answer only (one that fails before a head leaves none).
-            let mut upstream_fields = None;
-            // A body read whole goes out as the call starts: its first attempt counts from
-            // the call's start (a clock read fewer per call).
-            let now = match call.attempts() == 1 && read_whole {
-                true => call.started(),
-                false => Instant::now(),
-            };
-            let (sent, decided) = {
-                let (sending, given_back) =
-                    self.send(request, fields.as_ref(), hop, &mut upstream_fields, now);
-                let mut sending =
-                    pin!(head_timer.within(now + self.response_head_timeout, sending));
-                match plan {
-                    Some(plan) => (sending.await, plan),
-                    None => {
-                        // The first attempt: its request goes out (the first poll writes it to a
-                        // pooled connection) before the body is read for its calls, which then
-                        // happens while the upstream works on the call — not in front of it.
-                        let retryable = matches!(kind, BodyKind::Whole | BodyKind::Over);
-                        let mut decided = None;
-                        let sent = poll_fn(|cx| {
-                            let polled = sending.as_mut().poll(cx);
-                            if decided.is_none() {
-                                decided = Some(call.plan(retryable, has_key));
-                            }
-                            polled
-                        })
-                        .await;
-                        let decided = decided.unwrap_or_default();
-                        if !(decided.applies && decided.idempotent) {
-                            template = None;
-                        } else if retries && let Some(parts) = given_back {
-                            template.get_or_insert_with(|| Template::from_parts(parts));
-                        }
-                        (sent, decided)
+    // Not `async fn`, and `outgoing` read field by field: an `async fn` keeps room for its
+    // arguments and for the locals they are moved into, and this future is most of
+    // `handle`'s, which is allocated and moved once per call.
+    #[allow(clippy::manual_async_fn)]
+    pub(super) fn attempts<'a, 'p: 'a>(
+        &'a self,
+        call: &'a mut PendingCall<'p>,
+        mut outgoing: Outgoing,
+        hop: &'a Hop<'a>,
+        mut head_timer: HeadTimer<'a>,
+    ) -> impl Future<Output = Sent> + Send + 'a {
+        async move {
+            // A retry can only happen for an idempotent call whose body is in the replay buffer;
+            // the head is kept for re-sending until the policy has said (as the first attempt
+            // went out). strata's own connection gives the head back once written: the template
+            // is then made of it, moved, and only for a call the policy may retry.
+            let retries = outgoing.replay.is_some() && self.policy.retries_enabled();
+            let mut template = (retries && self.h1.is_none())
+                .then(|| outgoing.first.as_ref().map(Template::of))
+                .flatten();
+            let mut plan = None;
+            loop {
+                let request = match (outgoing.first.take(), &template) {
+                    (Some(request), _) => request,
+                    (None, Some(template)) => {
+                        template.request(RequestBody::Replay(outgoing.replay.clone()))
                     }
+                    (None, None) => return (Err(StrataError::UpstreamBroken), None),
+                };
+                // This attempt's answer only (one that fails before a head leaves none).
+                let mut upstream_fields = None;
+                // A body read whole goes out as the call starts: its first attempt counts from
+                // the call's start (a clock read fewer per call).
+                let now = match call.attempts() == 1 && outgoing.read_whole {
+                    true => call.started(),
+                    false => Instant::now(),
+                };
+                let (sent, decided) = {
+                    let (sending, given_back) = self.send(
+                        request,
+                        outgoing.fields.as_ref(),
+                        hop,
+                        &mut upstream_fields,
+                        now,
+                    );
+                    let mut sending =
+                        pin!(head_timer.within(now + self.response_head_timeout, sending));
+                    match plan {
+                        Some(plan) => (sending.await, plan),
+                        None => {
+                            // The first attempt: its request goes out (the first poll writes it to a
+                            // pooled connection) before the body is read for its calls, which then
+                            // happens while the upstream works on the call — not in front of it.
+                            let retryable =
+                                matches!(outgoing.kind, BodyKind::Whole | BodyKind::Over);
+                            let has_key = outgoing.has_key;
+                            let mut decided = None;
+                            let sent = poll_fn(|cx| {
+                                let polled = sending.as_mut().poll(cx);
+                                if decided.is_none() {
+                                    decided = Some(call.plan(retryable, has_key));
+                                }
+                                polled
+                            })
+                            .await;
+                            let decided = decided.unwrap_or_default();
+                            if !(decided.applies && decided.idempotent) {
+                                template = None;
+                            } else if retries && let Some(parts) = given_back {
+                                template.get_or_insert_with(|| Template::from_parts(parts));
+                            }
+                            (sent, decided)
+                        }
+                    }
+                };
+                plan = Some(decided);
+                let replayable = outgoing.replay.is_some();
+                match self.next_step(call, sent, decided, replayable, upstream_fields) {
+                    Step::Retry(wait) => tokio::time::sleep(wait).await,
+                    Step::Answer(sent) => return sent,
                 }
-            };
-            plan = Some(decided);
-            let replayable = replay.is_some();
-            match self.next_step(call, sent, decided, replayable, upstream_fields) {
-                Step::Retry(wait) => tokio::time::sleep(wait).await,
-                Step::Answer(sent) => return sent,
             }
         }
     }

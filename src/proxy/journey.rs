@@ -140,8 +140,7 @@ impl Proxy {
                 call.remember(SentAs::new(target, body));
             }
             let outgoing = Outgoing {
-                parts,
-                body: read.body,
+                first: Some(Request::from_parts(parts, read.body)),
                 fields,
                 replay: read.replay,
                 kind: read.kind,

@@ -21,3 +21,21 @@ fn what_an_open_stream_keeps_per_response_stays_small() {
         std::mem::size_of::<CallTracker>()
     );
 }
+
+/// `handle`'s future is allocated (boxed by both agent connections) and moved once per call,
+/// and strata's own agent connection keeps it while the upstream works on the call. It holds
+/// the attempt in flight (the largest part) beside the call's state; the bound sits just
+/// above today's size: a phase's state held across an await by mistake, or an unboxed rare
+/// path, fails here.
+#[test]
+fn the_handle_future_stays_small() {
+    let upstream = crate::config::Upstream::parse("http://127.0.0.1:9").unwrap();
+    let config = Config::default_with_upstream(upstream);
+    let metrics = Metrics::new(64, 64).unwrap();
+    let proxy = Proxy::new(&config, metrics).unwrap();
+    let peer = Peer::new(std::net::SocketAddr::from(([127, 0, 0, 1], 1)));
+    let request = http::Request::new(FromAgent::Whole(None));
+    let future = proxy.handle(request, None, &peer, HeadTimer::new(None));
+    let size = std::mem::size_of_val(&future);
+    assert!(size <= 3300, "handle's future is {size} bytes");
+}

@@ -12,7 +12,7 @@
 //! entry and its `Host` added or rewritten per `host_header`; an answer gets `Via` and
 //! `strata-attempts` (`agent_h1/response.rs`). Fields as read are used for a POST that
 //! strata's own agent connection read, to an `http://` upstream, with retries on and no
-//! `Idempotency-Key` (`Proxy::forwards_fields_as_read`), and for that call's answer; a map
+//! `Idempotency-Key` (`proxy/read_plan.rs`), and for that call's answer; a map
 //! is still built everywhere else: hyper's server and client (h2 and TLS agents, `https://`
 //! upstreams), the idempotency path, a GET or DELETE.
 
@@ -20,8 +20,8 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
+use super::hop;
 use super::names::Known;
-use crate::http::hop;
 use crate::telemetry::decimal;
 
 /// Where a name or value lies in the head.

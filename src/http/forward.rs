@@ -38,7 +38,8 @@ pub(crate) fn apply_hop_rules(headers: &mut HeaderMap) -> Result<(), InvalidLeng
     for name in headers.keys() {
         if *name == header::CONTENT_LENGTH {
             has_length = true;
-        } else if hop::is_hop_by_hop(name.as_str().as_bytes()) {
+        } else if hop::HOP_BY_HOP.contains(&name.as_str()) {
+            // (`http`'s names are lower case: an exact compare.)
             coded |= *name == header::TRANSFER_ENCODING;
             doomed.push(name.clone());
         }

@@ -23,7 +23,7 @@ use super::attempts::Outgoing;
 use super::idempotency_key::{KeyClaim, replay_record};
 use super::pending::PendingCall;
 use super::request_body::{self, Buffered, Observed, ReadError, RequestBody};
-use super::sse_keepalive::{self};
+use super::sse_keepalive;
 use super::strata_error::{self, StrataError};
 use super::{AgentBody, AnswerFields, FromAgent, Proxy, keepalive_applies};
 use crate::http::fields::{HeadFields, Headers};
@@ -122,7 +122,6 @@ impl Proxy {
             // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not
             // the upstream's.
             parts.version = Version::HTTP_11;
-            let method = parts.method.clone();
             let mut call = PendingCall::new(
                 self,
                 read.inspection,
@@ -153,15 +152,12 @@ impl Proxy {
                 Ok(response) => response,
                 Err(why) => return Answer::own(self.failed(call, why, read.unsent).await),
             };
-            let ending = (method == Method::DELETE)
-                .then_some(admitted.ended_session)
-                .flatten();
             self.answer(
                 call,
                 response,
                 upstream_fields,
                 claimed,
-                ending,
+                admitted.ended_session,
                 agent_version,
             )
         }

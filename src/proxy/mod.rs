@@ -127,8 +127,6 @@ pub(crate) struct ProxyCache<'a> {
     current: &'a CurrentProxy,
     generation: u64,
     proxy: Arc<Proxy>,
-    /// The read plan of the proxy held.
-    read_plan: ReadPlan,
 }
 
 impl CurrentProxy {
@@ -152,12 +150,10 @@ impl CurrentProxy {
     pub(crate) fn cache(&self) -> ProxyCache<'_> {
         // The generation first: a reload between the two reads is seen at the next `get`.
         let generation = self.generation.load(Ordering::Acquire);
-        let proxy = self.load();
         ProxyCache {
             current: self,
             generation,
-            read_plan: proxy.read_plan,
-            proxy,
+            proxy: self.load(),
         }
     }
 }
@@ -174,7 +170,7 @@ impl ProxyCache<'_> {
     /// The proxy in force now, and how strata's own agent connection reads a request for it.
     pub(crate) fn get_with_plan(&mut self) -> (&Arc<Proxy>, ReadPlan) {
         self.get();
-        (&self.proxy, self.read_plan)
+        (&self.proxy, self.proxy.read_plan)
     }
 }
 

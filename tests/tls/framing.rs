@@ -193,6 +193,16 @@ fn call(id: u64, tool: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A ping POST with `fields` (each line ending in CRLF) before its `Content-Length`.
+fn ping_with(fields: &str) -> Vec<u8> {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    format!(
+        "POST /mcp HTTP/1.1\r\n{fields}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// `SMUGGLING` with an `Idempotency-Key` field before the length.
 fn with_key(bytes: &[u8]) -> Vec<u8> {
     let at = find(bytes, b"Content-Length").unwrap();
@@ -260,14 +270,8 @@ async fn connection_host_keeps_the_host_on_every_route() {
     for agent in [AgentSide::Own, AgentSide::Hyper] {
         for mode in [Mode::RetriesOn, Mode::RetriesOff] {
             let route = Route::start(agent, UpstreamSide::Plain, mode).await;
-            let body = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-            let request = [
-                &b"POST /mcp HTTP/1.1\r\nConnection: host, x-gone\r\nHost: probe.local\r\nX-Gone: 1\r\nContent-Length: "[..],
-                body.len().to_string().as_bytes(),
-                b"\r\n\r\n",
-                body,
-            ]
-            .concat();
+            let request =
+                ping_with("Connection: host, x-gone\r\nHost: probe.local\r\nX-Gone: 1\r\n");
             let answer = route.exchange(&request).await;
             assert!(
                 answer.starts_with("HTTP/1.1 200"),
@@ -285,14 +289,8 @@ async fn two_host_fields_are_refused_and_nothing_is_forwarded() {
     for agent in [AgentSide::Own, AgentSide::Hyper] {
         for mode in [Mode::RetriesOn, Mode::RetriesOff, Mode::Key] {
             let route = Route::start(agent, UpstreamSide::Plain, mode).await;
-            let body = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-            let request = [
-                &b"POST /mcp HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\nIdempotency-Key: k-2\r\nContent-Length: "[..],
-                body.len().to_string().as_bytes(),
-                b"\r\n\r\n",
-                body,
-            ]
-            .concat();
+            let request =
+                ping_with("Host: a.example\r\nHost: b.example\r\nIdempotency-Key: k-2\r\n");
             let answer = route.exchange(&request).await;
             assert!(
                 answer.starts_with("HTTP/1.1 400"),

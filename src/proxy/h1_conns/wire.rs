@@ -118,9 +118,7 @@ pub(in crate::proxy) fn encode_request(
 
 /// `content-length: {len}`.
 fn content_length(out: &mut Vec<u8>, len: usize) {
-    out.extend_from_slice(b"content-length: ");
-    out.extend_from_slice(decimal(len as u64, &mut [0; 20]));
-    out.extend_from_slice(b"\r\n");
+    line(out, b"content-length", decimal(len as u64, &mut [0; 20]));
 }
 
 /// Methods whose request content has a defined meaning (RFC 9110 §9.3).

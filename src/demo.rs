@@ -81,7 +81,7 @@ pub async fn testbed(listen: SocketAddr) -> ExitCode {
 pub async fn run() -> ExitCode {
     // Warnings only: the per-call records (INFO, target `strata::call`) would bury the table.
     // `RUST_LOG=strata::call=info strata demo` shows them.
-    if let Err(err) = crate::telemetry::init(LogFormat::Pretty, "warn") {
+    if let Err(err) = crate::log::init(LogFormat::Pretty, "warn") {
         eprintln!("strata demo: {err}");
         return ExitCode::FAILURE;
     }

@@ -9,11 +9,11 @@ pub mod demo;
 pub mod http;
 pub mod idempotency;
 pub mod listen;
+pub mod log;
 pub mod metrics;
 pub mod observe;
 pub mod policy;
 pub mod proxy;
 pub mod runtime;
-pub mod telemetry;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG_INVALID);
                 }
             };
-            if let Err(err) = strata::telemetry::init(config.log.format, &config.log.level) {
+            if let Err(err) = strata::log::init(config.log.format, &config.log.level) {
                 eprintln!("strata: {err}");
                 return ExitCode::FAILURE;
             }

@@ -1255,7 +1255,7 @@ const BLOCK: usize = 32;
 /// at a time, asking only "does any byte stop?", a fold the compiler vectorises on its own;
 /// the block that stops is then located with the SWAR words.
 ///
-/// The log formatter (`telemetry/json.rs`) uses it too: a JSON string's escapes are among the
+/// The log formatter (`log/json.rs`) uses it too: a JSON string's escapes are among the
 /// same bytes on the way out.
 #[inline]
 pub(crate) fn string_run(seg: &[u8]) -> usize {

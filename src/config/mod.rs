@@ -19,8 +19,8 @@ mod units;
 mod upstream;
 mod validate;
 
-/// Re-exported so config users need not know telemetry owns the type.
-pub use crate::telemetry::LogFormat;
+/// Re-exported so config users need not know the log module owns the type.
+pub use crate::log::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
 pub use origins::Origins;
 pub use policy::{

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::telemetry::LogFormat;
+use crate::log::LogFormat;
 
 /// Where the agent connects.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
@@ -122,7 +122,7 @@ pub struct Timeouts {
 pub struct LogConfig {
     pub format: LogFormat,
     /// A `tracing_subscriber::EnvFilter` directive string; checked to parse at validation.
-    /// `RUST_LOG`, when set, replaces it at startup (`telemetry::init`).
+    /// `RUST_LOG`, when set, replaces it at startup (`log::init`).
     pub level: String,
     /// Log JSON-RPC error message text. Off by default: messages can echo tool arguments, so
     /// only their length is logged.

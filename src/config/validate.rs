@@ -233,7 +233,7 @@ impl Validator<'_> {
             format: match format_flag {
                 Some(format) => format,
                 None => self.parse(raw.format, "log.format", d.format, |s| {
-                    // Worded like our other enum words rather than telemetry's parse error.
+                    // Worded like our other enum words rather than the log filter's parse error.
                     s.parse()
                         .map_err(|_| UnknownWord::new(s, "json, pretty").to_string())
                 }),

@@ -22,7 +22,7 @@ use http::header::{HeaderName, HeaderValue};
 
 use super::hop;
 use super::names::Known;
-use crate::telemetry::decimal;
+use crate::log::decimal;
 
 /// Where a name or value lies in the head.
 #[derive(Clone, Copy, Debug)]

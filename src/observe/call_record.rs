@@ -15,7 +15,7 @@ use std::time::Duration;
 use tracing::Level;
 
 use crate::classify::{Layer, Outcome};
-use crate::telemetry::{self, Fields, Name};
+use crate::log::{self, Fields, Name};
 
 /// The `tracing` target of call records, so they can be routed or silenced on their own
 /// (e.g. `RUST_LOG=info,strata::call=off`).
@@ -137,13 +137,13 @@ impl<'a> CallRecord<'a> {
     /// Writes the record as one `tracing` event: target [`CALL_TARGET`], level INFO, message
     /// "call", one field per record field (absent options are left out). The JSON format
     /// renders it as one line with the fields at the top level — written straight to the log
-    /// when strata's JSON subscriber is the one in force ([`telemetry::write_direct`]), the
+    /// when strata's JSON subscriber is the one in force ([`log::write_direct`]), the
     /// same line without the event's machinery.
     pub fn emit(&self) {
         if !tracing::enabled!(target: CALL_TARGET, Level::INFO) {
             return;
         }
-        if !telemetry::write_direct(&Level::INFO, CALL_TARGET, |fields| self.record(fields)) {
+        if !log::write_direct(&Level::INFO, CALL_TARGET, |fields| self.record(fields)) {
             self.emit_event();
         }
     }
@@ -235,7 +235,7 @@ impl Statuses<'_> {
             if i > 0 {
                 w.write_char(',')?;
             }
-            telemetry::write_u64(w, u64::from(status))?;
+            log::write_u64(w, u64::from(status))?;
         }
         Ok(())
     }

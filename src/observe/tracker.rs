@@ -427,7 +427,7 @@ fn id_text(request: &Request) -> Cow<'_, str> {
         Kind::String => {
             let mut quoted = String::with_capacity(text.len() + 2);
             // Into a `String`: cannot fail.
-            let _ = crate::telemetry::write_string(&mut quoted, &text);
+            let _ = crate::log::write_string(&mut quoted, &text);
             Cow::Owned(quoted)
         }
         _ => text,

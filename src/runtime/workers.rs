@@ -53,7 +53,7 @@ impl Workers {
         let (release, released) = watch::channel(false);
         let balance = Balance::new(count);
         // Workers log where the thread that starts them does: the global subscriber in
-        // `main`, a test's capture (`telemetry::capture_json`) in tests.
+        // `main`, a test's capture (`log::capture_json`) in tests.
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let mut workers = Workers {
             done: Vec::new(),
@@ -72,11 +72,11 @@ impl Workers {
                     // What every call writes, this worker has a copy of (`per_worker.rs`).
                     crate::runtime::per_worker::enter(i);
                     // Call records written together while the runtime has work, out when it
-                    // parks (`telemetry/stdout.rs`).
-                    crate::telemetry::batch_log_lines();
+                    // parks (`log/stdout.rs`).
+                    crate::log::batch_log_lines();
                     let runtime = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
-                        .on_thread_park(crate::telemetry::flush_log_lines)
+                        .on_thread_park(crate::log::flush_log_lines)
                         .build()
                     {
                         Ok(runtime) => runtime,
@@ -95,7 +95,7 @@ impl Workers {
                         // Released, or the owner is gone: either way, done.
                         let _ = released.wait_for(|go| *go).await;
                     });
-                    crate::telemetry::flush_log_lines();
+                    crate::log::flush_log_lines();
                 })?;
             workers.done.push(done);
             workers.threads.push(thread);

@@ -3,7 +3,7 @@
 //! strata's own counters (`strata_calls_total`, the exact delta the call caused) and on the
 //! per-call log record it wrote. Every JSON-RPC request gets exactly one classification.
 //!
-//! Log records are read with `telemetry::capture_json` (through `support::capture`, which
+//! Log records are read with `log::capture_json` (through `support::capture`, which
 //! keeps tracing's callsite cache from switching records off; see there). The capture is
 //! per-thread: every test here runs on tokio's default current-thread runtime, so strata, the
 //! testbed and the client all log on the test's thread.
@@ -20,7 +20,7 @@ use http::StatusCode;
 use http_body_util::Full;
 use serde_json::{Value, json};
 use strata::classify::Outcome;
-use strata::telemetry::CapturedLogs;
+use strata::log::CapturedLogs;
 use strata::testbed::client::{McpClient, Reply, SseReader, Transport};
 use strata::testbed::{SCENARIOS, Scenario};
 use support::upstream::{ScriptedUpstream, full, respond};

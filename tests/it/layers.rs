@@ -113,10 +113,10 @@ fn an_import_against_the_layers_is_named() {
     );
     assert_eq!(breaches("http", "http/x.rs", source).len(), 1);
     // `classify` may import nothing of strata but itself.
-    let classify = "use crate::classify::json;\nuse crate::telemetry::decimal;\n";
+    let classify = "use crate::classify::json;\nuse crate::log::decimal;\n";
     assert_eq!(
         breaches("classify", "classify/x.rs", classify),
-        ["classify/x.rs:2: `classify` imports `crate::telemetry`"]
+        ["classify/x.rs:2: `classify` imports `crate::log`"]
     );
     assert!(breaches("policy", "policy/x.rs", "use crate::config::RetryOn;\n").is_empty());
 }

@@ -338,7 +338,7 @@ async fn retry_origin_says_who_re_sent_the_call() {
     assert_eq!(read_statuses(&logs, "read_flaky"), "503,200");
 }
 
-fn read_statuses(logs: &strata::telemetry::CapturedLogs, tool: &str) -> String {
+fn read_statuses(logs: &strata::log::CapturedLogs, tool: &str) -> String {
     support::records_of(logs, tool)[0]["http_statuses"]
         .as_str()
         .unwrap()

@@ -21,8 +21,8 @@ use serde_json::Value;
 use strata::app::{self, Running};
 use strata::classify::Outcome;
 use strata::config::{Config, Upstream};
+use strata::log::CapturedLogs;
 use strata::observe::call_record::CALL_TARGET;
-use strata::telemetry::CapturedLogs;
 use strata::testbed::client::{LEGACY_VERSION, McpClient, Transport};
 use strata::testbed::{Testbed, TestbedHandle};
 use tokio::time::{Instant, sleep};
@@ -135,7 +135,7 @@ pub fn just(method: &str, tool: &str, outcome: Outcome) -> BTreeMap<CallKey, u64
     BTreeMap::from([(key(method, tool, outcome), 1)])
 }
 
-/// `telemetry::capture_json`, made safe to use while other tests of the same binary run on
+/// `log::capture_json`, made safe to use while other tests of the same binary run on
 /// other threads without a capture.
 ///
 /// tracing caches each callsite's interest process-wide. When only one dispatcher is
@@ -148,7 +148,7 @@ pub fn capture() -> (tracing::subscriber::DefaultGuard, CapturedLogs) {
     GLOBAL.call_once(|| {
         let _ = tracing::subscriber::set_global_default(EnableAll);
     });
-    strata::telemetry::capture_json()
+    strata::log::capture_json()
 }
 
 /// Enables every callsite and discards every event.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::telemetry::capture_json;
+use crate::log::capture_json;
 
 const RAW_SESSION: &str = "3f2a9c1e-raw-session-id-7b";
 

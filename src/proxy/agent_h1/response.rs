@@ -18,7 +18,7 @@ use super::has_close;
 use crate::http::fields::{line, write_line};
 use crate::http::length::parse_length;
 use crate::http::names::Known;
-use crate::telemetry::decimal;
+use crate::log::decimal;
 
 /// How the body goes on the wire (RFC 9112 §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use super::framing::{Framing, Lengths};
 use crate::http::fields::{Field, HeadFields, line};
 use crate::http::forward::{Hop, X_FORWARDED_FOR};
 use crate::http::names::Known;
-use crate::telemetry::decimal;
+use crate::log::decimal;
 
 /// Fields a response head may have (hyper's default).
 pub(super) const MAX_HEADERS: usize = 100;

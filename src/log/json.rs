@@ -482,7 +482,7 @@ mod tests {
     /// does not re-enter a subscriber from inside it; the inner event is dropped there.)
     #[test]
     fn an_event_inside_an_event() {
-        use crate::telemetry::CapturedLogs;
+        use crate::log::CapturedLogs;
         struct Logs;
         impl fmt::Debug for Logs {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -511,7 +511,7 @@ mod tests {
     /// and through this one give the same objects, timestamps aside.
     #[test]
     fn same_objects_as_tracing_subscribers_json() {
-        use crate::telemetry::CapturedLogs;
+        use crate::log::CapturedLogs;
         let emit = || {
             let (none, some): (Option<&str>, Option<&str>) = (None, Some("s\"x"));
             tracing::info!(target: "strata::call", upstream = "http://u", absent = none,

@@ -30,7 +30,7 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
+pub enum LogError {
     #[error("invalid log filter {directives:?} (from {origin}): {source}")]
     Filter {
         /// Where the directives came from: `RUST_LOG` or the configured level.
@@ -57,7 +57,7 @@ pub struct CaptureWriter(Arc<Mutex<Vec<u8>>>);
 /// override); `level` is any `EnvFilter` directive string, e.g. `"info"` or
 /// `"info,strata::call=off"`. If a global subscriber is already installed (a second call, or
 /// a test harness), that one is kept and this returns `Ok(())`.
-pub fn init(format: LogFormat, level: &str) -> Result<(), TelemetryError> {
+pub fn init(format: LogFormat, level: &str) -> Result<(), LogError> {
     let filter = filter_from_env_or(level)?;
     let ansi = io::stdout().is_terminal();
     let installed = match (format, StdoutLines::new()) {
@@ -152,15 +152,15 @@ pub fn capture_json() -> (DefaultGuard, CapturedLogs) {
     (guard, logs)
 }
 
-fn filter_from_env_or(level: &str) -> Result<EnvFilter, TelemetryError> {
+fn filter_from_env_or(level: &str) -> Result<EnvFilter, LogError> {
     match std::env::var(EnvFilter::DEFAULT_ENV) {
         Ok(env) if !env.trim().is_empty() => parse_filter("RUST_LOG", &env),
         _ => parse_filter("the configured log level", level),
     }
 }
 
-fn parse_filter(origin: &'static str, directives: &str) -> Result<EnvFilter, TelemetryError> {
-    EnvFilter::try_new(directives).map_err(|source| TelemetryError::Filter {
+fn parse_filter(origin: &'static str, directives: &str) -> Result<EnvFilter, LogError> {
+    EnvFilter::try_new(directives).map_err(|source| LogError::Filter {
         origin,
         directives: directives.to_owned(),
         source,
@@ -209,13 +209,13 @@ impl LogFormat {
 }
 
 impl FromStr for LogFormat {
-    type Err = TelemetryError;
+    type Err = LogError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "json" => Ok(LogFormat::Json),
             "pretty" => Ok(LogFormat::Pretty),
-            other => Err(TelemetryError::UnknownFormat(other.to_owned())),
+            other => Err(LogError::UnknownFormat(other.to_owned())),
         }
     }
 }

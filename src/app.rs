@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -15,6 +16,7 @@ use crate::config::{Config, ConfigErrors};
 use crate::listen::accept::{ServerSettings, serve};
 use crate::listen::tls::{self, AgentTls, TlsError};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
+use crate::observe::telemetry::{Telemetry, TelemetryError};
 use crate::proxy::{ClientError, CurrentProxy, Proxy};
 use crate::runtime::workers::Workers;
 
@@ -39,6 +41,8 @@ pub enum StartError {
     Tls(#[from] TlsError),
     #[error("cannot start the worker threads: {0}")]
     Workers(std::io::Error),
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
 }
 
 /// A running strata.
@@ -60,12 +64,18 @@ pub struct Running {
     workers: Workers,
     /// The admin listener.
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
+    /// OpenTelemetry export in force, when on (a reload may replace it).
+    telemetry: std::sync::Mutex<Option<Arc<Telemetry>>>,
 }
 
 /// Binds both listeners and starts serving. Returns once strata is ready.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(config.metrics.max_methods, config.metrics.max_tools)?;
-    let current = CurrentProxy::new(Proxy::new(config, metrics.clone())?);
+    let telemetry = match &config.telemetry {
+        Some(settings) => Some(Telemetry::start(settings, metrics.clone())?),
+        None => None,
+    };
+    let current = CurrentProxy::new(Proxy::new(config, metrics.clone(), telemetry.clone())?);
     let tls = AgentTls::new(config.tls.as_ref(), metrics.clone())?;
     let listen_error = |source| StartError::BindListen {
         addr: config.listen,
@@ -122,8 +132,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         stop,
         workers,
         tasks,
+        telemetry: std::sync::Mutex::new(telemetry),
     })
 }
+
+/// How long an export a reload replaced has to send what it holds.
+const REPLACED_TELEMETRY_GRACE: Duration = Duration::from_secs(10);
+
+/// The least time the last spans get at shutdown, even with `timeouts.drain: 0s`.
+const MIN_TELEMETRY_FLUSH: Duration = Duration::from_secs(1);
 
 /// Why a reload was refused. The running config stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +149,8 @@ pub enum ReloadError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
 }
 
 /// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`). Each message on
@@ -174,8 +193,16 @@ impl Running {
     /// under the old one, and open TLS connections keep the certificate they negotiated.
     /// Listener addresses and metric label caps only change on restart (a warning says so).
     pub fn reload(&self, config: &Config) -> Result<(), ReloadError> {
-        // Both are built before either is swapped in: a reload applies whole or not at all.
-        let built = match self.current.load().reload(config) {
+        // Everything is built before anything is swapped in: a reload applies whole or not
+        // at all.
+        let telemetry = match self.telemetry_for(config) {
+            Ok(telemetry) => telemetry,
+            Err(err) => {
+                self.metrics.config_reload(ReloadResult::Error);
+                return Err(err.into());
+            }
+        };
+        let built = match self.current.load().reload(config, telemetry.clone()) {
             Ok(proxy) => tls::acceptor(config.tls.as_ref())
                 .map(|acceptor| (proxy, acceptor))
                 .map_err(ReloadError::from),
@@ -204,12 +231,43 @@ impl Running {
             );
         }
         self.current.store(proxy);
+        self.swap_telemetry(telemetry);
         // Certificate files are read again on every reload, so a renewed certificate is
         // served to the connections accepted from now on.
         self.tls.store(acceptor);
         *old = config.clone();
         self.metrics.config_reload(ReloadResult::Ok);
         Ok(())
+    }
+
+    /// The export for `config`: the one in force when its settings did not change, else a
+    /// new one (started, so a bad setting refuses the reload).
+    fn telemetry_for(&self, config: &Config) -> Result<Option<Arc<Telemetry>>, TelemetryError> {
+        let old = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        if old.telemetry == config.telemetry {
+            return Ok(self
+                .telemetry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone());
+        }
+        match &config.telemetry {
+            Some(settings) => Telemetry::start(settings, self.metrics.clone()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Puts `telemetry` in force; one it replaces sends what it holds, then ends.
+    fn swap_telemetry(&self, telemetry: Option<Arc<Telemetry>>) {
+        let mut current = self.telemetry.lock().unwrap_or_else(|e| e.into_inner());
+        let same = match (&*current, &telemetry) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if let Some(old) = std::mem::replace(&mut *current, telemetry).filter(|_| !same) {
+            tokio::spawn(async move { old.shutdown(REPLACED_TELEMETRY_GRACE).await });
+        }
     }
 
     /// Counts a reload refused before it reached [`Running::reload`] (an invalid file).
@@ -224,6 +282,21 @@ impl Running {
         let _ = self.stop.send(true);
         if let Err(err) = self.workers.join().await {
             tracing::warn!(error = %err, "agent listener ended with an error");
+        }
+        // The calls are done: their spans and points go out within the drain time.
+        let telemetry = self
+            .telemetry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(telemetry) = telemetry {
+            let drain = self
+                .config
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .timeouts
+                .drain;
+            telemetry.shutdown(drain.max(MIN_TELEMETRY_FLUSH)).await;
         }
         for task in self.tasks {
             match task.await {

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, ConfigErrors, LogFormat, Overrides};
+use crate::config::{Config, ConfigErrors, LogFormat, OtelEnv, Overrides};
 
 /// Exit status for an invalid config, from `check-config` and from a run that cannot start.
 /// Distinct from 1 (a runtime failure) so scripts can tell "fix your file" apart.
@@ -104,6 +104,7 @@ impl RunArgs {
             upstream: self.upstream.clone(),
             admin: self.admin,
             log_format: self.log_format,
+            otel_env: OtelEnv::from_process(),
         }
     }
 

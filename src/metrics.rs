@@ -21,7 +21,7 @@ mod tests;
 pub use calls::CallHandles;
 pub use labels::{
     HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult, RetryReason,
-    SuppressReason, TlsFailure,
+    SuppressReason, TelemetrySignal, TlsFailure,
 };
 
 use crate::runtime::per_worker::PerWorker;
@@ -51,6 +51,7 @@ pub struct Metrics {
     idempotent_replays: [PerWorker<IntCounter>; ReplayResult::COUNT],
     config_reloads: [PerWorker<IntCounter>; ReloadResult::COUNT],
     tls_handshake_errors: [PerWorker<IntCounter>; TlsFailure::COUNT],
+    telemetry_dropped: [PerWorker<IntCounter>; TelemetrySignal::COUNT],
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -157,6 +158,12 @@ impl Metrics {
             "Agent connections whose TLS handshake failed, by reason.",
             ["reason"],
         )?;
+        let telemetry_dropped = CounterFamily::register(
+            &r,
+            "strata_telemetry_dropped_total",
+            "Spans and metric points OpenTelemetry export lost, by signal.",
+            ["signal"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "strata_build_info",
@@ -203,6 +210,7 @@ impl Metrics {
             idempotent_replays: ReplayResult::ALL.map(|x| replays.get([x.as_str()])),
             config_reloads: ReloadResult::ALL.map(|x| reloads.get([x.as_str()])),
             tls_handshake_errors: TlsFailure::ALL.map(|x| tls_failures.get([x.as_str()])),
+            telemetry_dropped: TelemetrySignal::ALL.map(|x| telemetry_dropped.get([x.as_str()])),
             registry: r,
         }))
     }
@@ -267,6 +275,11 @@ impl Metrics {
     /// Counts one agent connection whose TLS handshake failed.
     pub fn tls_handshake_error(&self, reason: TlsFailure) {
         self.tls_handshake_errors[reason as usize].here().inc();
+    }
+
+    /// Counts `n` spans or metric points OpenTelemetry export lost.
+    pub fn telemetry_dropped(&self, signal: TelemetrySignal, n: u64) {
+        self.telemetry_dropped[signal as usize].here().inc_by(n);
     }
 
     /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).

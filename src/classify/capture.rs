@@ -14,6 +14,10 @@ pub const MAX_ID_BYTES: usize = 256;
 pub const MAX_NAME_BYTES: usize = 128;
 /// Bytes kept of short tokens: `jsonrpc`, `resultType`, a protocol version, an error code.
 pub const MAX_SHORT_BYTES: usize = 32;
+/// Bytes kept of a W3C `traceparent` (55 in version 00; a longer one is invalid).
+pub const MAX_TRACEPARENT_BYTES: usize = 64;
+/// Bytes kept of a `tracestate` or a resource URI; a longer one is left out, not cut.
+pub const MAX_CONTEXT_BYTES: usize = 256;
 /// Longest key that can be a key of interest ("io.modelcontextprotocol/clientCapabilities").
 pub const MAX_KEY_BYTES: usize = 48;
 
@@ -95,6 +99,11 @@ pub struct RequestFields {
     /// (2026-07-28): name and version, for the call log.
     pub client_name: Captured<MAX_SHORT_BYTES>,
     pub client_version: Captured<MAX_SHORT_BYTES>,
+    /// `params._meta.traceparent` and `tracestate` (the MCP trace context convention, SEP-414).
+    pub traceparent: Captured<MAX_TRACEPARENT_BYTES>,
+    pub tracestate: Captured<MAX_CONTEXT_BYTES>,
+    /// `params.uri` (resources/read, resources/subscribe, resources/unsubscribe).
+    pub resource_uri: Captured<MAX_CONTEXT_BYTES>,
 }
 
 /// One tool of a `tools/list` result: its name and its annotations' hints
@@ -133,6 +142,9 @@ pub(crate) enum Slot {
     ClientInfo,
     ClientName,
     ClientVersion,
+    Traceparent,
+    Tracestate,
+    ResourceUri,
     Tools,
     ToolEntry,
     ToolEntryName,
@@ -413,12 +425,19 @@ impl Envelope {
                 protocol_version,
                 client_name,
                 client_version,
+                traceparent,
+                tracestate,
+                resource_uri,
             } = &mut **fields;
             for name in [method, tool_name] {
                 name.start(Kind::Absent);
             }
             for short in [protocol_version, client_name, client_version] {
                 short.start(Kind::Absent);
+            }
+            traceparent.start(Kind::Absent);
+            for long in [tracestate, resource_uri] {
+                long.start(Kind::Absent);
             }
         }
     }
@@ -457,6 +476,9 @@ impl Envelope {
                     fields.protocol_version.start(Kind::Absent);
                     fields.client_name.start(Kind::Absent);
                     fields.client_version.start(Kind::Absent);
+                    fields.traceparent.start(Kind::Absent);
+                    fields.tracestate.start(Kind::Absent);
+                    fields.resource_uri.start(Kind::Absent);
                 }
             }
             Slot::ResultType => self.result_type.start(kind),
@@ -489,6 +511,8 @@ impl Envelope {
                     fields.protocol_version.start(Kind::Absent);
                     fields.client_name.start(Kind::Absent);
                     fields.client_version.start(Kind::Absent);
+                    fields.traceparent.start(Kind::Absent);
+                    fields.tracestate.start(Kind::Absent);
                 }
             }
             Slot::ClientCapabilities | Slot::Extensions => self.tasks_extension = Kind::Absent,
@@ -496,7 +520,10 @@ impl Envelope {
             | Slot::ProtocolVersion
             | Slot::ClientInfo
             | Slot::ClientName
-            | Slot::ClientVersion => {
+            | Slot::ClientVersion
+            | Slot::Traceparent
+            | Slot::Tracestate
+            | Slot::ResourceUri => {
                 if let Some(fields) = &mut self.request_only {
                     fields.begin(slot, kind);
                 }
@@ -518,7 +545,10 @@ impl Envelope {
             | Slot::ToolName
             | Slot::ProtocolVersion
             | Slot::ClientName
-            | Slot::ClientVersion => {
+            | Slot::ClientVersion
+            | Slot::Traceparent
+            | Slot::Tracestate
+            | Slot::ResourceUri => {
                 if let Some(fields) = &mut self.request_only {
                     fields.push(slot, bytes, len);
                 }
@@ -547,6 +577,9 @@ impl RequestFields {
             }
             Slot::ClientName => self.client_name.start(kind),
             Slot::ClientVersion => self.client_version.start(kind),
+            Slot::Traceparent => self.traceparent.start(kind),
+            Slot::Tracestate => self.tracestate.start(kind),
+            Slot::ResourceUri => self.resource_uri.start(kind),
             _ => {}
         }
     }
@@ -559,6 +592,9 @@ impl RequestFields {
             Slot::ProtocolVersion => self.protocol_version.push_prefix(bytes, len),
             Slot::ClientName => self.client_name.push_prefix(bytes, len),
             Slot::ClientVersion => self.client_version.push_prefix(bytes, len),
+            Slot::Traceparent => self.traceparent.push_prefix(bytes, len),
+            Slot::Tracestate => self.tracestate.push_prefix(bytes, len),
+            Slot::ResourceUri => self.resource_uri.push_prefix(bytes, len),
             _ => {}
         }
     }
@@ -586,7 +622,10 @@ impl Envelope {
             | Slot::ToolName
             | Slot::ProtocolVersion
             | Slot::ClientName
-            | Slot::ClientVersion => self.request_only.is_some(),
+            | Slot::ClientVersion
+            | Slot::Traceparent
+            | Slot::Tracestate
+            | Slot::ResourceUri => self.request_only.is_some(),
             _ => false,
         }
     }
@@ -606,6 +645,8 @@ impl Envelope {
 /// - `error`: `code`, `message`;
 /// - `params`: `name` (the tool of a tools/call), `task` (2025-11-25), `clientInfo` and
 ///   `protocolVersion` (initialize, ≤ 2025-11-25), `_meta`;
+/// - `params.uri` (the resource methods);
+/// - `params._meta`: `traceparent` and `tracestate` (SEP-414, any revision);
 /// - `params._meta` (2026-07-28): `io.modelcontextprotocol/protocolVersion`,
 ///   `io.modelcontextprotocol/clientInfo`, and
 ///   `io.modelcontextprotocol/clientCapabilities.extensions["io.modelcontextprotocol/tasks"]`;
@@ -635,6 +676,9 @@ pub(crate) fn child(parent: Option<Slot>, key: &[u8]) -> Option<Slot> {
         (Some(S::Params), b"_meta") => S::Meta,
         (Some(S::Params), b"clientInfo") => S::ClientInfo,
         (Some(S::Params), b"protocolVersion") => S::ProtocolVersion,
+        (Some(S::Params), b"uri") => S::ResourceUri,
+        (Some(S::Meta), b"traceparent") => S::Traceparent,
+        (Some(S::Meta), b"tracestate") => S::Tracestate,
         (Some(S::Meta), b"io.modelcontextprotocol/protocolVersion") => S::ProtocolVersion,
         (Some(S::Meta), b"io.modelcontextprotocol/clientInfo") => S::ClientInfo,
         (Some(S::Meta), b"io.modelcontextprotocol/clientCapabilities") => S::ClientCapabilities,

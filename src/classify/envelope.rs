@@ -17,7 +17,9 @@
 //!   MUST include at least one"), and only tools/call, prompts/get and resources/read may
 //!   return it; otherwise INVALID_TOOL_RESULT.
 
-use super::capture::{Captured, Envelope, Kind, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_SHORT_BYTES};
+use super::capture::{
+    Captured, Envelope, Kind, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_SHORT_BYTES, RequestFields,
+};
 use super::outcome::Outcome;
 
 /// The request side of a call: what the request inspector read from the POST body.
@@ -35,6 +37,19 @@ pub struct Request {
     /// The protocol version the request states (initialize's `protocolVersion`, or 2026-07-28
     /// `_meta`); Absent otherwise.
     pub protocol_version: Captured<MAX_SHORT_BYTES>,
+    /// What only a trace reads, when the request carries any of it (boxed: most carry none).
+    pub context: Option<Box<RequestContext>>,
+}
+
+/// The request's texts a trace reads: its trace context (`params._meta.traceparent` and
+/// `tracestate`, SEP-414), the prompt of a prompts/get, the resource URI of a resource method.
+/// A value cut by its capture limit is left out rather than kept wrong.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestContext {
+    pub traceparent: Option<Box<str>>,
+    pub tracestate: Option<Box<str>>,
+    pub prompt: Option<Box<str>>,
+    pub resource_uri: Option<Box<str>>,
 }
 
 // === impl Request ===
@@ -76,6 +91,7 @@ impl Request {
             tasks: env.params_task == Kind::Object || env.tasks_extension != Kind::Absent,
             client,
             protocol_version,
+            context: RequestContext::of(fields),
         })
     }
 
@@ -88,6 +104,26 @@ impl Request {
             .iter()
             .any(|m| self.method.is_string(m))
     }
+}
+
+// === impl RequestContext ===
+
+impl RequestContext {
+    fn of(fields: &RequestFields) -> Option<Box<RequestContext>> {
+        let context = RequestContext {
+            traceparent: whole(&fields.traceparent),
+            tracestate: whole(&fields.tracestate),
+            prompt: whole(&fields.tool_name).filter(|_| fields.method.is_string("prompts/get")),
+            resource_uri: whole(&fields.resource_uri),
+        };
+        (context != RequestContext::default()).then(|| Box::new(context))
+    }
+}
+
+/// A captured string, when it was kept whole.
+fn whole<const N: usize>(captured: &Captured<N>) -> Option<Box<str>> {
+    (captured.kind == Kind::String && !captured.truncated())
+        .then(|| Box::from(&*captured.text_lossy()))
 }
 
 /// Whether two ids are the same JSON-RPC id (see the module notes).

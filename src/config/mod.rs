@@ -15,6 +15,7 @@ mod origins;
 mod policy;
 mod raw;
 mod sections;
+mod telemetry;
 mod units;
 mod upstream;
 mod validate;
@@ -31,6 +32,9 @@ pub use sections::{
     MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,
     MAX_TOOLS_RANGE, MetricsConfig, REQUEST_INSPECT_BYTES_RANGE, Timeouts, TlsRoots, UnknownWord,
     UpstreamTls, WORKERS_RANGE, Workers,
+};
+pub use telemetry::{
+    OtelEnv, OtlpProtocol, Propagate, SamplerConfig, SpanBatching, TelemetryConfig,
 };
 pub use units::MAX_DURATION;
 pub use upstream::{Scheme, Upstream, UpstreamError};
@@ -61,6 +65,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Browser origins allowed to call (empty: no check).
     pub origins: Origins,
+    /// OpenTelemetry export; `None` when no endpoint is set (or `OTEL_SDK_DISABLED=true`).
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -73,6 +79,8 @@ pub struct Overrides {
     pub upstream: Option<String>,
     pub admin: Option<SocketAddr>,
     pub log_format: Option<LogFormat>,
+    /// The process's `OTEL_*` environment variables (read under the file's `telemetry`).
+    pub otel_env: OtelEnv,
 }
 
 // === impl Config ===
@@ -94,6 +102,7 @@ impl Config {
             limits: Limits::default(),
             policy: PolicyConfig::default(),
             origins: Origins::default(),
+            telemetry: None,
         }
     }
 

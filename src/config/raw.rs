@@ -7,10 +7,17 @@
 //! boolean is a plain type error, and serde-saphyr reports it with its position.
 //!
 //! Sections are `Option` so that a key written with no value (`timeouts:`) means "defaults".
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 type Text = Option<Spanned<String>>;
+
+/// A mapping of names to values the user chooses (header names, resource attributes), each
+/// with its position. serde-saphyr rejects a duplicate key itself; validation sorts entries
+/// back into file order by position.
+pub(super) type RawMap = Option<HashMap<Spanned<String>, Spanned<String>>>;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +38,7 @@ pub(super) struct RawConfig {
     pub(super) trust_annotations: Option<bool>,
     pub(super) idempotency: Option<RawIdempotency>,
     pub(super) origins: Option<Vec<Spanned<String>>>,
+    pub(super) telemetry: Option<RawTelemetry>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -126,4 +134,37 @@ pub(super) struct RawIdempotency {
     pub(super) max_bytes: Text,
     pub(super) max_record_bytes: Text,
     pub(super) upstream_honours_keys: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp: Option<RawOtlp>,
+    pub(super) traces: Option<RawTraces>,
+    pub(super) metrics: Option<RawTelemetryMetrics>,
+    pub(super) propagate: Text,
+    pub(super) resource: RawMap,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOtlp {
+    pub(super) endpoint: Text,
+    pub(super) protocol: Text,
+    pub(super) headers: RawMap,
+    pub(super) timeout: Text,
+    pub(super) ca_file: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTraces {
+    pub(super) sampler: Text,
+    pub(super) ratio: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetryMetrics {
+    pub(super) interval: Text,
 }

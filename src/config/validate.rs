@@ -21,6 +21,7 @@ use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
 mod policy;
+mod telemetry;
 mod tls;
 
 pub use policy::{MAX_ATTEMPTS_RANGE, MAX_ENTRIES_RANGE, REPLAY_BUFFER_RANGE};
@@ -73,6 +74,7 @@ pub(super) fn validate(
     let limits = v.limits(raw.limits.unwrap_or_default());
     let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
     let origins = v.origins(raw.origins.unwrap_or_default());
+    let telemetry = v.telemetry(raw.telemetry, &overrides.otel_env);
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -90,6 +92,7 @@ pub(super) fn validate(
             limits,
             policy,
             origins,
+            telemetry,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.

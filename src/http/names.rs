@@ -22,6 +22,10 @@ pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempote
 /// Marks an answer replayed from an idempotency record (Stripe's `Idempotent-Replayed`).
 pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
+/// W3C Trace Context: the header strata sets toward the server when it propagates its
+/// CLIENT span (`telemetry.propagate: header`).
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
 /// The names listed here. Each is known by its length and first letter, then one compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Known {
@@ -49,6 +53,9 @@ pub(crate) enum Known {
     Te,
     Trailer,
     Upgrade,
+    /// W3C Trace Context (read only while OpenTelemetry export is on).
+    Traceparent,
+    Tracestate,
 }
 
 impl Known {
@@ -68,7 +75,9 @@ impl Known {
             (10, b'u') => UserAgent,
             (10, b'c') => Connection,
             (10, b'k') => KeepAlive,
-            (11, _) => RetryAfter,
+            (11, b'r') => RetryAfter,
+            (11, b't') => Traceparent,
+            (10, b't') => Tracestate,
             (12, _) => ContentType,
             (13, b'a') => Authorization,
             (13, b'c') => CacheControl,
@@ -118,6 +127,8 @@ impl Known {
             Te => "te",
             Trailer => "trailer",
             Upgrade => "upgrade",
+            Traceparent => "traceparent",
+            Tracestate => "tracestate",
         }
     }
 
@@ -146,7 +157,10 @@ impl Known {
             Te => header::TE,
             Trailer => header::TRAILER,
             Upgrade => header::UPGRADE,
-            KeepAlive | XForwardedFor | ProxyConnection => HeaderName::from_static(self.name_str()),
+            Traceparent => TRACEPARENT,
+            KeepAlive | XForwardedFor | ProxyConnection | Tracestate => {
+                HeaderName::from_static(self.name_str())
+            }
         }
     }
 

@@ -162,6 +162,16 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// What OpenTelemetry export lost (`strata_telemetry_dropped_total{signal}`).
+    TelemetrySignal {
+        /// Spans: the queue was full, or the collector refused or did not take a batch.
+        Traces => "traces",
+        /// Metric data points the collector refused or did not take.
+        Metrics => "metrics",
+    }
+}
+
 // === impl HttpMethod ===
 
 impl HttpMethod {

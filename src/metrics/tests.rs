@@ -302,6 +302,7 @@ const PINNED: &[(&str, &[&str])] = &[
     ),
     ("strata_retries_total", &["method", "reason", "tool"]),
     ("strata_sse_streams_open", &[]),
+    ("strata_telemetry_dropped_total", &["signal"]),
     ("strata_tls_handshake_errors_total", &["reason"]),
     ("strata_upstream_connect_errors_total", &[]),
 ];

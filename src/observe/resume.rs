@@ -164,6 +164,7 @@ pub(crate) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
         sse_events: parked.meta.sse_events,
         attempts: parked.meta.attempts,
         client_retry: parked.meta.client_retry,
+        trace: parked.meta.trace.as_deref(),
     };
     record_call(ctx, &parked.request, &verdict, parked.meta.started, facts);
 }

@@ -12,6 +12,8 @@ use crate::classify::{Kind, Outcome};
 use crate::idempotency::{Recording, Ticket};
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash};
+use crate::observe::call_trace::CallTrace;
+use crate::observe::telemetry::{FinishedCall, Telemetry};
 use crate::policy::Annotations;
 
 use super::client_retry::RecentFailures;
@@ -31,6 +33,8 @@ pub struct CallContext {
     /// Where tool annotations from `tools/list` results go; `None` unless they are trusted.
     pub annotations: Option<Arc<Annotations>>,
     pub recent: Arc<RecentFailures>,
+    /// OpenTelemetry export, when on.
+    pub telemetry: Option<Arc<Telemetry>>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -44,6 +48,8 @@ pub struct CallMeta {
     /// The agent re-sent this call (an idempotency-key repeat answered from the record).
     pub client_retry: bool,
     pub sse_events: u32,
+    /// What the call's trace needs (only while OpenTelemetry export is on).
+    pub trace: Option<Box<CallTrace>>,
 }
 
 /// Each request's [`CallMeta`], in the exchange's order, the first inline: an exchange
@@ -73,6 +79,15 @@ impl Metas {
 
     pub fn is_empty(&self) -> bool {
         self.first.is_none()
+    }
+
+    /// The answer's head arrived: each call's trace notes it.
+    fn response_head(&mut self, status: u16) {
+        let now = Instant::now();
+        let traces = self.first.iter_mut().chain(self.rest.iter_mut());
+        for trace in traces.filter_map(|m| m.trace.as_mut()) {
+            trace.response_head(status, now);
+        }
     }
 
     fn get(&self, i: usize) -> Option<&CallMeta> {
@@ -192,6 +207,9 @@ impl CallTracker {
             self.sse_stream = Some(self.ctx.metrics.sse_stream_guard());
         }
         self.exchange.response_head(status, kind);
+        if self.ctx.telemetry.is_some() {
+            self.meta.response_head(status);
+        }
         self.report_settled();
     }
 
@@ -264,6 +282,9 @@ impl CallTracker {
         };
         let mut meta = self.meta.get(i).cloned()?;
         meta.statuses.extend(self.status);
+        if let Some(trace) = &mut meta.trace {
+            trace.parked(Instant::now());
+        }
         meta.sse_events += self.exchange.sse_events();
         let parked = Parked {
             request,
@@ -322,6 +343,7 @@ impl CallTracker {
             sse_events: meta.sse_events + self.exchange.sse_events(),
             attempts: meta.attempts,
             client_retry: meta.client_retry,
+            trace: meta.trace.as_deref(),
         };
         record_call(&self.ctx, request, verdict, meta.started, facts);
     }
@@ -367,6 +389,7 @@ pub(crate) struct Facts<'a> {
     pub sse_events: u32,
     pub attempts: u32,
     pub client_retry: bool,
+    pub trace: Option<&'a CallTrace>,
 }
 
 /// Counts one call and writes its record.
@@ -418,6 +441,14 @@ pub(crate) fn record_call(
     }
     record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
     record.emit();
+    if let Some(telemetry) = &ctx.telemetry {
+        telemetry.finished(&FinishedCall {
+            record: &record,
+            trace: facts.trace,
+            context: request.context.as_deref(),
+            started,
+        });
+    }
 }
 
 /// The request id as JSON text: `7`, or `"abc"` with its quotes.
@@ -524,6 +555,7 @@ mod tests {
             attempts,
             client_retry: false,
             sse_events: 0,
+            trace: None,
         };
         let none = Metas::repeat(meta(1), 0);
         assert!(none.is_empty());

@@ -21,7 +21,7 @@ use super::strata_error::StrataError;
 use super::{FromUpstream, H1Answer, Proxy};
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::Hop;
-use crate::http::names::Known;
+use crate::http::names::{Known, TRACEPARENT};
 use crate::policy::{Attempt, Next};
 use crate::proxy::head_timer::HeadTimer;
 
@@ -95,6 +95,8 @@ impl Proxy {
                     true => call.started(),
                     false => Instant::now(),
                 };
+                call.attempt_started(now);
+                let request = self.propagated(call, request);
                 let (sent, decided) = {
                     let (sending, given_back) = self.send(
                         request,
@@ -155,6 +157,9 @@ impl Proxy {
     ) -> Step {
         let (failure, outcome) = attempt_failure(sent, &self.ctx().metrics);
         let Some(failure) = failure.filter(|_| decided.applies) else {
+            if let Some(failure) = failure {
+                call.attempt_failed(failure, None, None);
+            }
             return Step::Answer((outcome, upstream_fields));
         };
         let attempt = Attempt {
@@ -167,16 +172,33 @@ impl Proxy {
         match self.policy.next(failure, &attempt) {
             Next::Retry { wait, reason } => {
                 call.count(&self.ctx().metrics, |h| h.retry(reason));
+                call.attempt_failed(failure, Some(reason), None);
                 call.retried(failure.status());
                 Step::Retry(wait)
             }
             Next::GiveUp(why) => {
+                call.attempt_failed(failure, None, why);
                 if let Some(why) = why {
                     call.count(&self.ctx().metrics, |h| h.suppressed(why));
                 }
                 Step::Answer((outcome, upstream_fields))
             }
         }
+    }
+
+    /// The request with the `traceparent` of its attempt, when strata propagates its spans
+    /// (`telemetry.propagate: header`; the agent's own header is replaced).
+    fn propagated(
+        &self,
+        call: &mut PendingCall<'_>,
+        mut request: Request<RequestBody>,
+    ) -> Request<RequestBody> {
+        if self.propagate
+            && let Some(traceparent) = call.traceparent()
+        {
+            request.headers_mut().insert(TRACEPARENT, traceparent);
+        }
+        request
     }
 
     /// One attempt: the request out, the response head back.

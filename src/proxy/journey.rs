@@ -31,6 +31,7 @@ use crate::http::forward::{self, Hop, Peer};
 use crate::http::names::{IDEMPOTENCY_KEY, Known};
 use crate::idempotency::{Recording, Ticket, recordable_status};
 use crate::metrics::{HttpMethod, Limit};
+use crate::observe::call_trace::CallTrace;
 use crate::observe::inspect::{InspectSink, Inspection};
 use crate::observe::resume::Parked;
 use crate::observe::tracker::SentAs;
@@ -54,6 +55,8 @@ struct Admitted {
     ended_session: Option<std::sync::Arc<str>>,
     /// Calls parked for a resumed stream that this GET may answer.
     resumed: Vec<Parked>,
+    /// The trace context headers, kept while OpenTelemetry export is on.
+    trace: Option<Box<CallTrace>>,
 }
 
 /// The request body as the read phase left it.
@@ -130,6 +133,10 @@ impl Proxy {
                 admitted.protocol_version,
                 started,
             );
+            if let Some(mut trace) = admitted.trace {
+                trace.agent(peer.addr, agent_version);
+                call.trace_with(trace);
+            }
             let claimed = match self.claim(&parts, read.replay.as_ref(), &mut call).await {
                 Ok(claimed) => claimed,
                 Err(answered) => return Answer::own(answered),
@@ -198,6 +205,11 @@ impl Proxy {
                 .flatten(),
             protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
             has_key: headers.contains(Known::IdempotencyKey),
+            trace: self
+                .ctx()
+                .telemetry
+                .as_ref()
+                .map(|_| Box::new(CallTrace::headers(headers))),
             session,
             resumed,
         })

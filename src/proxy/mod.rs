@@ -35,6 +35,7 @@ use crate::http::fields::{HeadFields, Headers};
 pub use crate::http::forward::Peer;
 use crate::http::names::Known;
 pub use crate::observe::resume::ResumeRegistry;
+use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{
     BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
@@ -91,6 +92,8 @@ pub struct Proxy {
     origins: config::Origins,
     policy: Policy,
     read_plan: ReadPlan,
+    /// Each attempt carries a `traceparent` naming its CLIENT span (`telemetry.propagate`).
+    propagate: bool,
     carried: Carried,
 }
 
@@ -106,6 +109,8 @@ struct Carried {
     idempotency: IdempotencyStore,
     /// Recent failed calls, to tell the agent's own retries.
     recent: Arc<crate::observe::client_retry::RecentFailures>,
+    /// OpenTelemetry export, when on (a reload may replace it: `app.rs`).
+    telemetry: Option<Arc<Telemetry>>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -177,7 +182,11 @@ impl ProxyCache<'_> {
 // === impl Proxy ===
 
 impl Proxy {
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Arc<Proxy>, ClientError> {
+    pub fn new(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        telemetry: Option<Arc<Telemetry>>,
+    ) -> Result<Arc<Proxy>, ClientError> {
         let carried = Carried {
             metrics,
             resume: ResumeRegistry::new(config.timeouts.resume_window),
@@ -185,6 +194,7 @@ impl Proxy {
             annotations: Arc::default(),
             idempotency: IdempotencyStore::new(&config.policy.idempotency),
             recent: Arc::default(),
+            telemetry,
         };
         Self::build(config, carried)
     }
@@ -192,8 +202,15 @@ impl Proxy {
     /// A proxy for a reloaded config that carries on this one's state: metric handles, calls
     /// parked for a resumed stream, and what is known of sessions. The new upstream client
     /// starts a new pool; in-flight exchanges finish on the old one.
-    pub fn reload(&self, config: &Config) -> Result<Arc<Proxy>, ClientError> {
-        Self::build(config, self.carried.clone())
+    /// `telemetry`: the export in force from now on.
+    pub fn reload(
+        &self,
+        config: &Config,
+        telemetry: Option<Arc<Telemetry>>,
+    ) -> Result<Arc<Proxy>, ClientError> {
+        let mut carried = self.carried.clone();
+        carried.telemetry = telemetry;
+        Self::build(config, carried)
     }
 
     fn build(config: &Config, carried: Carried) -> Result<Arc<Proxy>, ClientError> {
@@ -212,6 +229,7 @@ impl Proxy {
             clients: carried.clients.clone(),
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
+            telemetry: carried.telemetry.clone(),
         };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(
@@ -221,11 +239,16 @@ impl Proxy {
             )
         });
         let policy = Policy::new(&config.policy, carried.annotations.clone());
+        let propagate = carried.telemetry.is_some()
+            && config.telemetry.as_ref().is_some_and(|t| {
+                t.propagate == config::Propagate::Header && t.traces_endpoint.is_some()
+            });
         let read_ahead = (policy.replay_cap(), config.timeouts.request_body_idle);
         let read_plan = ReadPlan {
             retries: policy.retries_enabled().then_some(read_ahead),
             keyed: read_ahead,
-            fields_as_read: h1.is_some() && policy.retries_enabled(),
+            // strata's `traceparent` goes into a map.
+            fields_as_read: h1.is_some() && policy.retries_enabled() && !propagate,
         };
         Ok(Arc::new(Proxy {
             client,
@@ -242,6 +265,7 @@ impl Proxy {
             origins: config.origins.clone(),
             policy,
             read_plan,
+            propagate,
             carried,
         }))
     }

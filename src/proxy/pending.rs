@@ -7,7 +7,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::classify::exchange::Exchange;
-use crate::metrics::{CallHandles, Limit, Metrics};
+use crate::metrics::{CallHandles, Limit, Metrics, RetryReason, SuppressReason};
+use crate::observe::call_trace::CallTrace;
+use crate::observe::telemetry::{Telemetry, new_span_id};
+use crate::policy::Failure;
+use http::HeaderValue;
 
 use super::Proxy;
 use super::attempt::RetryPlan;
@@ -31,6 +35,8 @@ pub(super) struct PendingCall<'a> {
     client_retry: bool,
     /// The request's target and body (from the replay buffer), to remember a failure by.
     body: Option<SentAs>,
+    /// What the call's trace needs (only while OpenTelemetry export is on).
+    trace: Option<Box<CallTrace>>,
 }
 
 impl<'a> PendingCall<'a> {
@@ -53,6 +59,7 @@ impl<'a> PendingCall<'a> {
             statuses: Vec::new(),
             client_retry: false,
             body: None,
+            trace: None,
         }
     }
 }
@@ -107,6 +114,57 @@ impl PendingCall<'_> {
     /// The agent re-sent the call (answered from an idempotency record).
     pub(super) fn mark_client_retry(&mut self) {
         self.client_retry = true;
+        if let Some(trace) = &mut self.trace {
+            trace.replayed = true;
+        }
+    }
+
+    /// Keeps trace facts for this call (OpenTelemetry export is on).
+    pub(super) fn trace_with(&mut self, trace: Box<CallTrace>) {
+        self.trace = Some(trace);
+    }
+
+    /// An attempt goes out at `at`.
+    pub(super) fn attempt_started(&mut self, at: Instant) {
+        if let Some(trace) = &mut self.trace {
+            trace.attempt_started(at);
+        }
+    }
+
+    /// The `traceparent` the attempt going out carries (`telemetry.propagate: header`): the
+    /// call's trace ids are decided at its first attempt — from the body's `params._meta`
+    /// when it is read by then, else the agent's header — and each attempt names its own
+    /// CLIENT span.
+    pub(super) fn traceparent(&mut self) -> Option<HeaderValue> {
+        let telemetry = self.proxy.ctx().telemetry.as_ref()?;
+        self.read_inspection();
+        let meta = self.inspection.as_ref().and_then(|inspection| {
+            inspection.with_requests(|requests| match requests {
+                [one] => one.context.clone(),
+                _ => None,
+            })
+        });
+        let trace = self.trace.as_deref_mut()?;
+        if trace.ids.is_none() {
+            trace.ids = Some(telemetry.decide(Some(trace), meta.as_deref(), ""));
+        }
+        let span = new_span_id();
+        let attempt = trace.attempts.last_mut()?;
+        attempt.span = Some(span);
+        let ids = trace.ids.as_ref()?;
+        HeaderValue::try_from(Telemetry::traceparent(ids, span)).ok()
+    }
+
+    /// The last attempt failed; the policy retried it or said why not.
+    pub(super) fn attempt_failed(
+        &mut self,
+        failure: Failure,
+        retried: Option<RetryReason>,
+        suppressed: Option<SuppressReason>,
+    ) {
+        if let Some(trace) = &mut self.trace {
+            trace.attempt_failed(failure, retried, suppressed);
+        }
     }
 
     /// The request's target and body, to remember a failure by.
@@ -185,6 +243,7 @@ impl PendingCall<'_> {
                     attempts: self.attempts,
                     client_retry: self.client_retry,
                     sse_events: 0,
+                    trace: self.trace.take(),
                 },
                 found.requests.len(),
             );
@@ -206,8 +265,16 @@ impl PendingCall<'_> {
         }
         let parked = std::mem::take(&mut self.resumed);
         let protocol_version = parked.first().and_then(|p| p.protocol_version.clone());
-        let (requests, meta): (Vec<_>, Vec<_>) =
-            parked.into_iter().map(|p| (p.request, p.meta)).unzip();
+        let started = self.started;
+        let (requests, meta): (Vec<_>, Vec<_>) = parked
+            .into_iter()
+            .map(|mut p| {
+                if let Some(trace) = &mut p.meta.trace {
+                    trace.resumed(started);
+                }
+                (p.request, p.meta)
+            })
+            .unzip();
         Some(Box::new(CallTracker::new(
             ctx.clone(),
             Exchange::new(requests, false),

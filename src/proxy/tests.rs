@@ -32,7 +32,7 @@ fn the_handle_future_stays_small() {
     let upstream = crate::config::Upstream::parse("http://127.0.0.1:9").unwrap();
     let config = Config::default_with_upstream(upstream);
     let metrics = Metrics::new(64, 64).unwrap();
-    let proxy = Proxy::new(&config, metrics).unwrap();
+    let proxy = Proxy::new(&config, metrics, None).unwrap();
     let peer = Peer::new(std::net::SocketAddr::from(([127, 0, 0, 1], 1)));
     let request = http::Request::new(FromAgent::Whole(None));
     let future = proxy.handle(request, None, &peer, HeadTimer::new(None));

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use strata::cli::{EXIT_CONFIG_INVALID, check_config};
 use strata::config::{
-    Config, ConfigErrors, HostHeader, LogFormat, Overrides, Position, Scheme, TlsRoots, Upstream,
+    Config, ConfigErrors, HostHeader, LogFormat, OtelEnv, OtlpProtocol, Overrides, Position,
+    Propagate, SamplerConfig, Scheme, SpanBatching, TelemetryConfig, TlsRoots, Upstream,
 };
 
 const MINIMAL: &str = "upstream: http://127.0.0.1:8000\n";
@@ -173,7 +174,7 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
-             trust_annotations, idempotency, origins",
+             trust_annotations, idempotency, origins, telemetry",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
@@ -353,6 +354,7 @@ log: {format: pretty}
         upstream: Some("https://flag:20".to_owned()),
         admin: Some("127.0.0.1:30".parse().unwrap()),
         log_format: Some(LogFormat::Json),
+        ..Overrides::default()
     };
     let config = Config::parse(text, "t.yaml", &overrides).unwrap();
     assert_eq!(config.listen, "127.0.0.1:10".parse().unwrap());
@@ -565,4 +567,550 @@ fn workers_are_a_count_or_auto() {
         errors("upstream: http://h:1\nworkers: all\n"),
         ["t.yaml:2:10: workers: expected a whole number in 1..=1024, got \"all\" (or \"auto\")"]
     );
+}
+
+// === telemetry ===
+
+/// Overrides carrying only these `OTEL_*` variables.
+fn otel(vars: &[(&str, &str)]) -> Overrides {
+    let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+    Overrides {
+        otel_env: OtelEnv(vars.collect()),
+        ..Overrides::default()
+    }
+}
+
+fn parse_with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
+    Config::parse(text, "t.yaml", &otel(vars))
+}
+
+/// The resolved telemetry for `text` under `vars`; the config must be valid.
+fn telemetry(text: &str, vars: &[(&str, &str)]) -> Option<TelemetryConfig> {
+    match parse_with_env(text, vars) {
+        Ok(config) => config.telemetry,
+        Err(errors) => panic!("expected a valid config, got:\n{errors}"),
+    }
+}
+
+/// Like [`telemetry`], for a config where export must be on.
+fn exporting(text: &str, vars: &[(&str, &str)]) -> TelemetryConfig {
+    telemetry(text, vars).unwrap()
+}
+
+fn errors_with_env(text: &str, vars: &[(&str, &str)]) -> Vec<String> {
+    match parse_with_env(text, vars) {
+        Ok(config) => panic!("expected errors, got {config:#?}"),
+        Err(errors) => errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn telemetry_defaults_with_only_an_endpoint() {
+    let text = format!("{MINIMAL}telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n");
+    assert_eq!(
+        exporting(&text, &[]),
+        TelemetryConfig {
+            protocol: OtlpProtocol::HttpProtobuf,
+            traces_endpoint: Some("http://127.0.0.1:4318/v1/traces".to_owned()),
+            metrics_endpoint: Some("http://127.0.0.1:4318/v1/metrics".to_owned()),
+            headers: Vec::new(),
+            timeout: Duration::from_secs(10),
+            ca_file: None,
+            sampler: SamplerConfig::ParentBasedAlwaysOn,
+            batching: SpanBatching {
+                schedule_delay: Duration::from_secs(5),
+                max_queue_size: 2048,
+                max_export_batch_size: 512,
+            },
+            metrics_interval: Duration::from_secs(60),
+            propagate: Propagate::None,
+            resource: pairs(&[("service.name", "strata")]),
+        }
+    );
+
+    // A base with a path keeps it, and a trailing slash makes no double slash.
+    let text = format!("{MINIMAL}telemetry: {{otlp: {{endpoint: 'https://c.example/otlp/'}}}}\n");
+    let t = exporting(&text, &[]);
+    assert_eq!(
+        t.traces_endpoint.as_deref(),
+        Some("https://c.example/otlp/v1/traces")
+    );
+    assert_eq!(
+        t.metrics_endpoint.as_deref(),
+        Some("https://c.example/otlp/v1/metrics")
+    );
+
+    // gRPC: the address as is, for both signals.
+    let text = format!(
+        "{MINIMAL}telemetry: {{otlp: {{endpoint: 'http://127.0.0.1:4317', protocol: grpc}}}}\n"
+    );
+    let t = exporting(&text, &[]);
+    assert_eq!(t.protocol, OtlpProtocol::Grpc);
+    assert_eq!(t.traces_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
+    assert_eq!(t.metrics_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
+}
+
+#[test]
+fn telemetry_is_off_without_an_endpoint() {
+    assert_eq!(telemetry(MINIMAL, &[]), None);
+    let text = format!(
+        "{MINIMAL}telemetry:\n  otlp: {{protocol: grpc, timeout: 1s}}\n  traces: {{sampler: always_on}}\n"
+    );
+    assert_eq!(telemetry(&text, &[]), None);
+    // Variables nothing would read are not checked.
+    assert_eq!(
+        telemetry(
+            MINIMAL,
+            &[
+                ("OTEL_TRACES_SAMPLER", "xray"),
+                ("OTEL_SDK_DISABLED", "1"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+            ]
+        ),
+        None
+    );
+    // The file still is.
+    assert_eq!(
+        errors(&format!(
+            "{MINIMAL}telemetry:\n  traces: {{sampler: sometimes}}\n"
+        )),
+        [
+            "t.yaml:3:21: telemetry.traces.sampler: invalid value \"sometimes\"; expected one of: \
+          always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, \
+          parentbased_traceidratio"
+        ]
+    );
+}
+
+#[test]
+fn otel_sdk_disabled_turns_export_off() {
+    let text = format!("{MINIMAL}telemetry: {{otlp: {{endpoint: 'http://c:4318'}}}}\n");
+    assert!(telemetry(&text, &[]).is_some());
+    assert_eq!(telemetry(&text, &[("OTEL_SDK_DISABLED", "true")]), None);
+    assert_eq!(telemetry(&text, &[("OTEL_SDK_DISABLED", "TRUE")]), None);
+    assert!(telemetry(&text, &[("OTEL_SDK_DISABLED", "false")]).is_some());
+    let env_endpoint = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+        ("OTEL_SDK_DISABLED", "True"),
+    ];
+    assert_eq!(telemetry(MINIMAL, &env_endpoint), None);
+    assert!(telemetry(MINIMAL, &env_endpoint[..1]).is_some());
+
+    // The file is validated all the same.
+    let bad = format!("{MINIMAL}telemetry:\n  otlp: {{endpoint: 'http://c:4318', timeout: 0s}}\n");
+    assert_eq!(
+        errors_with_env(&bad, &[("OTEL_SDK_DISABLED", "true")]),
+        ["t.yaml:3:46: telemetry.otlp.timeout: must be greater than zero, got \"0s\""]
+    );
+    // Neither true nor false: an error, not a guess.
+    assert_eq!(
+        errors_with_env(&text, &[("OTEL_SDK_DISABLED", "1")]),
+        ["t.yaml: OTEL_SDK_DISABLED: expected true or false, got \"1\""]
+    );
+}
+
+#[test]
+fn telemetry_file_wins_over_env_which_wins_over_defaults() {
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4317"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_TRACES_SAMPLER", "always_off"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+        ("OTEL_SERVICE_NAME", "from-env"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "15000"),
+    ];
+    // Only the environment.
+    let t = exporting(MINIMAL, &env);
+    assert_eq!(t.protocol, OtlpProtocol::Grpc);
+    assert_eq!(t.traces_endpoint.as_deref(), Some("http://env:4317"));
+    assert_eq!(t.metrics_endpoint.as_deref(), Some("http://env:4317"));
+    assert_eq!(t.sampler, SamplerConfig::AlwaysOff);
+    assert_eq!(t.timeout, Duration::from_millis(2500));
+    assert_eq!(t.metrics_interval, Duration::from_secs(15));
+    assert_eq!(t.resource, pairs(&[("service.name", "from-env")]));
+
+    // The file over the environment, key by key.
+    let text = format!(
+        "{MINIMAL}telemetry:
+  otlp: {{endpoint: 'http://file:4318', protocol: http/protobuf, timeout: 3s}}
+  traces: {{sampler: always_on}}
+  metrics: {{interval: 5s}}
+  resource: {{service.name: from-file}}
+"
+    );
+    let t = exporting(&text, &env);
+    assert_eq!(t.protocol, OtlpProtocol::HttpProtobuf);
+    assert_eq!(
+        t.traces_endpoint.as_deref(),
+        Some("http://file:4318/v1/traces")
+    );
+    assert_eq!(
+        t.metrics_endpoint.as_deref(),
+        Some("http://file:4318/v1/metrics")
+    );
+    assert_eq!(t.sampler, SamplerConfig::AlwaysOn);
+    assert_eq!(t.timeout, Duration::from_secs(3));
+    assert_eq!(t.metrics_interval, Duration::from_secs(5));
+    assert_eq!(t.resource, pairs(&[("service.name", "from-file")]));
+
+    // A bad variable the file hides is moot.
+    let hidden = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://nope"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("OTEL_TRACES_SAMPLER", "xray"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
+    ];
+    assert_eq!(exporting(&text, &hidden).timeout, Duration::from_secs(3));
+}
+
+#[test]
+fn per_signal_env_endpoints_are_used_as_is() {
+    let t = exporting(
+        MINIMAL,
+        &[
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:4318/custom"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318/"),
+        ],
+    );
+    assert_eq!(t.traces_endpoint.as_deref(), Some("http://t:4318/custom"));
+    assert_eq!(
+        t.metrics_endpoint.as_deref(),
+        Some("http://base:4318/v1/metrics")
+    );
+
+    // One signal alone: the other is not exported.
+    let t = exporting(
+        MINIMAL,
+        &[(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "https://m.example/ingest",
+        )],
+    );
+    assert_eq!(t.traces_endpoint, None);
+    assert_eq!(
+        t.metrics_endpoint.as_deref(),
+        Some("https://m.example/ingest")
+    );
+
+    // The file's endpoint is a base for both, over the per-signal variables.
+    let text = format!("{MINIMAL}telemetry: {{otlp: {{endpoint: 'http://file:4318'}}}}\n");
+    let t = exporting(
+        &text,
+        &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:4318/custom")],
+    );
+    assert_eq!(
+        t.traces_endpoint.as_deref(),
+        Some("http://file:4318/v1/traces")
+    );
+
+    // An empty variable counts as unset.
+    assert_eq!(
+        telemetry(MINIMAL, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "")]),
+        None
+    );
+}
+
+#[test]
+fn telemetry_headers_merge_env_and_file() {
+    let text = format!(
+        "{MINIMAL}telemetry:
+  otlp:
+    endpoint: http://c:4318
+    headers:
+      Authorization: Bearer file-token
+      x-file: one
+"
+    );
+    let env = [(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        " authorization = Bearer%20env-token , x-tenant=a%2Cb%3Dc,,X-Env=plain ",
+    )];
+    assert_eq!(
+        exporting(&text, &env).headers,
+        pairs(&[
+            ("authorization", "Bearer file-token"),
+            ("x-env", "plain"),
+            ("x-file", "one"),
+            ("x-tenant", "a,b=c"),
+        ])
+    );
+    let only_env = "upstream: http://h:1\ntelemetry: {otlp: {endpoint: 'http://c:4318'}}\n";
+    assert_eq!(
+        exporting(only_env, &env).headers,
+        pairs(&[
+            ("authorization", "Bearer env-token"),
+            ("x-env", "plain"),
+            ("x-tenant", "a,b=c"),
+        ])
+    );
+}
+
+#[test]
+fn telemetry_sampler_batching_and_resource_from_env() {
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+    let t = exporting(
+        MINIMAL,
+        &[
+            endpoint,
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "1000"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment=prod,service.name=attr,team=a%20b",
+            ),
+        ],
+    );
+    assert_eq!(t.sampler, SamplerConfig::ParentBasedTraceIdRatio(0.25));
+    assert_eq!(
+        t.batching,
+        SpanBatching {
+            schedule_delay: Duration::from_secs(1),
+            max_queue_size: 100,
+            // The default batch shrinks to fit the queue.
+            max_export_batch_size: 100,
+        }
+    );
+    assert_eq!(
+        t.resource,
+        pairs(&[
+            ("deployment.environment", "prod"),
+            ("service.name", "attr"),
+            ("team", "a b"),
+        ])
+    );
+
+    // A ratio sampler without a ratio samples everything; the file's ratio beats the variable.
+    let t = exporting(
+        MINIMAL,
+        &[endpoint, ("OTEL_TRACES_SAMPLER", "traceidratio")],
+    );
+    assert_eq!(t.sampler, SamplerConfig::TraceIdRatio(1.0));
+    let text = format!("{MINIMAL}telemetry: {{traces: {{sampler: traceidratio, ratio: 0.1}}}}\n");
+    let t = exporting(&text, &[endpoint, ("OTEL_TRACES_SAMPLER_ARG", "0.5")]);
+    assert_eq!(t.sampler, SamplerConfig::TraceIdRatio(0.1));
+    // The variable's ratio with the file's sampler.
+    let text = format!("{MINIMAL}telemetry: {{traces: {{sampler: traceidratio}}}}\n");
+    let t = exporting(&text, &[endpoint, ("OTEL_TRACES_SAMPLER_ARG", "0.5")]);
+    assert_eq!(t.sampler, SamplerConfig::TraceIdRatio(0.5));
+    // A sampler argument beside a sampler without a ratio is ignored, as the SDKs do.
+    let t = exporting(MINIMAL, &[endpoint, ("OTEL_TRACES_SAMPLER_ARG", "7")]);
+    assert_eq!(t.sampler, SamplerConfig::ParentBasedAlwaysOn);
+
+    // The file's resource over OTEL_SERVICE_NAME over OTEL_RESOURCE_ATTRIBUTES.
+    let text = format!("{MINIMAL}telemetry: {{resource: {{team: file}}}}\n");
+    let t = exporting(
+        &text,
+        &[
+            endpoint,
+            ("OTEL_RESOURCE_ATTRIBUTES", "service.name=attr,team=env"),
+            ("OTEL_SERVICE_NAME", "svc"),
+        ],
+    );
+    assert_eq!(
+        t.resource,
+        pairs(&[("service.name", "svc"), ("team", "file")])
+    );
+}
+
+#[test]
+fn telemetry_ca_file_is_next_to_the_config_or_from_env() {
+    let dir = scratch_dir("telemetry_ca_file");
+    std::fs::write(dir.join("collector-ca.pem"), "not checked here").unwrap();
+    let path = dir.join("strata.yaml");
+    std::fs::write(
+        &path,
+        "upstream: http://h:1\ntelemetry:\n  otlp: {endpoint: 'https://c', ca_file: collector-ca.pem}\n",
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    assert_eq!(
+        config.telemetry.unwrap().ca_file,
+        Some(dir.join("collector-ca.pem"))
+    );
+
+    let env_ca = dir.join("collector-ca.pem").display().to_string();
+    let t = exporting(
+        MINIMAL,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", &env_ca),
+        ],
+    );
+    assert_eq!(t.ca_file, Some(PathBuf::from(&env_ca)));
+}
+
+/// Every bad value in the section, each where it is, all at once.
+#[test]
+fn every_telemetry_error_is_reported_with_its_position() {
+    let text = "\
+upstream: http://h:1
+telemetry:
+  otlp:
+    endpoint: ftp://x
+    protocol: http/xml
+    headers:
+      bad name: x
+      x-ok: \"a\\u0001b\"
+    timeout: soon
+    ca_file: missing-ca.pem
+  traces:
+    sampler: sometimes
+  metrics:
+    interval: 0s
+  propagate: always
+  resource:
+    '': nameless
+";
+    assert_eq!(
+        errors(text),
+        [
+            "t.yaml:4:15: telemetry.otlp.endpoint: unsupported scheme \"ftp\" in \"ftp://x\"; \
+             expected http or https",
+            "t.yaml:5:15: telemetry.otlp.protocol: invalid value \"http/xml\"; \
+             expected one of: http/protobuf, grpc",
+            "t.yaml:7:7: telemetry.otlp.headers: invalid header name \"bad name\"",
+            "t.yaml:8:13: telemetry.otlp.headers.x-ok: invalid header value; only visible ASCII \
+             characters, spaces and tabs are allowed",
+            "t.yaml:9:14: telemetry.otlp.timeout: invalid duration \"soon\"; \
+             expected e.g. 250ms, 5s, 2m, 1h",
+            "t.yaml:10:14: telemetry.otlp.ca_file: cannot read \"missing-ca.pem\": \
+             No such file or directory (os error 2)",
+            "t.yaml:12:14: telemetry.traces.sampler: invalid value \"sometimes\"; expected one \
+             of: always_on, always_off, traceidratio, parentbased_always_on, \
+             parentbased_always_off, parentbased_traceidratio",
+            "t.yaml:14:15: telemetry.metrics.interval: must be greater than zero, got \"0s\"",
+            "t.yaml:15:14: telemetry.propagate: invalid value \"always\"; \
+             expected one of: none, header",
+            "t.yaml:17:5: telemetry.resource: an attribute key must not be empty",
+        ]
+    );
+}
+
+#[test]
+fn telemetry_single_errors() {
+    let cases = [
+        (
+            "traces: {sampler: traceidratio, ratio: 1.5}",
+            "t.yaml:2:52: telemetry.traces.ratio: expected a number from 0 to 1, got \"1.5\"",
+        ),
+        (
+            "traces: {sampler: always_on, ratio: 0.5}",
+            "t.yaml:2:49: telemetry.traces.ratio: only used by traceidratio and \
+             parentbased_traceidratio",
+        ),
+        (
+            "otlp: {endpoint: 'http://c:4318', protocol: http/json}",
+            "t.yaml:2:57: telemetry.otlp.protocol: http/json is not supported; \
+             use http/protobuf or grpc",
+        ),
+        (
+            "otlp: {endpoint: 'c:4318'}",
+            "t.yaml:2:30: telemetry.otlp.endpoint: URL \"c:4318\" has no scheme; \
+             expected e.g. http://127.0.0.1:4318",
+        ),
+        (
+            "otlp: {endpoint: 'http://c:4318/?x=1'}",
+            "t.yaml:2:30: telemetry.otlp.endpoint: URL \"http://c:4318/?x=1\" has a query; \
+             /v1/traces and /v1/metrics are appended to this URL",
+        ),
+    ];
+    for (section, want) in cases {
+        let text = format!("{MINIMAL}telemetry: {{{section}}}\n");
+        assert_eq!(errors(&text), [want], "{section}");
+    }
+}
+
+#[test]
+fn telemetry_env_errors_name_the_variable() {
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=Bearer secret-token,bad name=1,x=%zz",
+        ),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+        ("OTEL_TRACES_SAMPLER", "traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "2"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "-1"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "200"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "a=1,=2"),
+    ];
+    let got = errors_with_env(MINIMAL, &env);
+    assert_eq!(
+        got,
+        [
+            "t.yaml: OTEL_EXPORTER_OTLP_PROTOCOL: http/json is not supported; \
+             use http/protobuf or grpc",
+            "t.yaml: OTEL_EXPORTER_OTLP_ENDPOINT: unsupported scheme \"ftp\" in \"ftp://x\"; \
+             expected http or https",
+            "t.yaml: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: URL \"collector:4318\" has no scheme; \
+             expected e.g. http://127.0.0.1:4318",
+            "t.yaml: OTEL_EXPORTER_OTLP_HEADERS: entry 3 has an invalid percent-encoded value",
+            "t.yaml: OTEL_EXPORTER_OTLP_TIMEOUT: expected whole milliseconds from 1 to \
+             31536000000, got \"10s\"",
+            "t.yaml: OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read \"/nonexistent/ca.pem\": \
+             No such file or directory (os error 2)",
+            "t.yaml: OTEL_TRACES_SAMPLER_ARG: expected a number from 0 to 1, got \"2\"",
+            "t.yaml: OTEL_BSP_SCHEDULE_DELAY: expected whole milliseconds from 1 to \
+             31536000000, got \"-1\"",
+            "t.yaml: OTEL_BSP_MAX_EXPORT_BATCH_SIZE: expected a whole number in 1..=100, \
+             got \"200\"",
+            "t.yaml: OTEL_METRIC_EXPORT_INTERVAL: expected whole milliseconds from 1 to \
+             31536000000, got \"0\"",
+            "t.yaml: OTEL_RESOURCE_ATTRIBUTES: entry 2 has an empty key",
+        ]
+    );
+    // Header values are credentials: never echoed.
+    assert!(got.iter().all(|line| !line.contains("secret-token")));
+
+    // A bad header name, and the same errors without a file.
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "bad name=1"),
+        ("OTEL_TRACES_SAMPLER", "xray"),
+    ];
+    let flags = Overrides {
+        upstream: Some("http://h:1".to_owned()),
+        ..otel(&env)
+    };
+    let got: Vec<String> = Config::from_overrides(&flags)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "OTEL_EXPORTER_OTLP_HEADERS: invalid header name \"bad name\"",
+            "OTEL_TRACES_SAMPLER: invalid value \"xray\"; expected one of: always_on, \
+             always_off, traceidratio, parentbased_always_on, parentbased_always_off, \
+             parentbased_traceidratio",
+        ]
+    );
+}
+
+/// The example file's `telemetry` keys are the defaults: with only an endpoint added, it
+/// resolves to what an endpoint alone gives.
+#[test]
+fn example_telemetry_section_lists_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/strata.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = "    endpoint: null\n";
+    assert_eq!(text.matches(line).count(), 1);
+    let with_endpoint = text.replace(line, "    endpoint: http://127.0.0.1:4318\n");
+    let minimal = format!("{MINIMAL}telemetry: {{otlp: {{endpoint: 'http://127.0.0.1:4318'}}}}\n");
+    assert_eq!(exporting(&with_endpoint, &[]), exporting(&minimal, &[]));
 }

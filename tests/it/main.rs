@@ -28,6 +28,8 @@ mod idempotency;
 mod idempotency_store;
 mod keepalive;
 mod layers;
+mod otel;
+mod otlp_receiver;
 mod reload;
 mod retry;
 mod sdk_clients;

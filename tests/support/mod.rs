@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod h2raw;
+pub mod otlp;
 pub mod post;
 pub mod raw;
 pub mod redis;

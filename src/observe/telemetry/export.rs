@@ -1,0 +1,322 @@
+//! The export thread: spans from a bounded queue, sent in batches; metrics collected and sent
+//! on their interval. It runs on a thread and runtime of its own, so a collector that is slow,
+//! down or refusing never takes a worker's time: a call only ever offers its spans to the
+//! queue ([`SpanQueue::offer`]), and a full queue drops them, counted.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+
+use super::TelemetryError;
+use super::exporters;
+use super::meters::SharedReader;
+use crate::config::TelemetryConfig;
+use crate::metrics::{Metrics, TelemetrySignal};
+
+/// How often losses are logged, at most (each interval's total in one line).
+const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Where calls leave their spans.
+#[derive(Clone)]
+pub(super) struct SpanQueue {
+    tx: mpsc::Sender<SpanData>,
+    metrics: Arc<Metrics>,
+    /// Spans dropped since the last log line.
+    dropped: Arc<AtomicU64>,
+}
+
+impl SpanQueue {
+    /// Queues a span, or drops it (counted) when the queue is full or the thread is gone.
+    pub(super) fn offer(&self, span: SpanData) {
+        if self.tx.try_send(span).is_err() {
+            self.metrics.telemetry_dropped(TelemetrySignal::Traces, 1);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The running export thread: told to stop, it flushes what it holds within the deadline.
+pub(super) struct ExportThread {
+    stop: Option<oneshot::Sender<Instant>>,
+    done: Option<oneshot::Receiver<()>>,
+}
+
+/// What the export thread sends where.
+struct Pipeline {
+    spans: Option<(opentelemetry_otlp::SpanExporter, mpsc::Receiver<SpanData>)>,
+    metrics: Option<(opentelemetry_otlp::MetricExporter, SharedReader)>,
+    resource: Resource,
+    config: TelemetryConfig,
+    counters: Arc<Metrics>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Starts the export thread; returns once its exporters are built (an error stops the start).
+pub(super) fn start(
+    config: &TelemetryConfig,
+    resource: Resource,
+    reader: Option<SharedReader>,
+    counters: Arc<Metrics>,
+) -> Result<(Option<SpanQueue>, ExportThread), TelemetryError> {
+    let (tx, rx) = mpsc::channel(config.batching.max_queue_size);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let queue = config.traces_endpoint.as_ref().map(|_| SpanQueue {
+        tx,
+        metrics: counters.clone(),
+        dropped: dropped.clone(),
+    });
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel(1);
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let (done_tx, done_rx) = oneshot::channel();
+    let config = config.clone();
+    std::thread::Builder::new()
+        .name("strata-telemetry".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = built_tx.send(Err(TelemetryError::Thread(e)));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let pipeline = Pipeline::build(config, resource, rx, reader, counters, dropped);
+                match pipeline {
+                    Ok(pipeline) => {
+                        let _ = built_tx.send(Ok(()));
+                        pipeline.run(stop_rx).await;
+                    }
+                    Err(e) => {
+                        let _ = built_tx.send(Err(e));
+                    }
+                }
+            });
+            let _ = done_tx.send(());
+        })
+        .map_err(TelemetryError::Thread)?;
+    match built_rx.recv() {
+        Ok(Ok(())) => Ok((
+            queue,
+            ExportThread {
+                stop: Some(stop_tx),
+                done: Some(done_rx),
+            },
+        )),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(TelemetryError::Exporter("export thread ended".into())),
+    }
+}
+
+impl ExportThread {
+    /// Flushes what is queued and collected, then ends the thread; waits at most `within`.
+    pub(super) async fn stop(mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(deadline);
+        }
+        if let Some(done) = self.done.take() {
+            let _ = tokio::time::timeout_at(deadline, done).await;
+        }
+    }
+}
+
+impl Drop for ExportThread {
+    fn drop(&mut self) {
+        // Dropped unstopped (a reload replaced it): flush within a short grace.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Instant::now() + Duration::from_secs(5));
+        }
+    }
+}
+
+// === impl Pipeline ===
+
+impl Pipeline {
+    fn build(
+        config: TelemetryConfig,
+        resource: Resource,
+        rx: mpsc::Receiver<SpanData>,
+        reader: Option<SharedReader>,
+        counters: Arc<Metrics>,
+        dropped: Arc<AtomicU64>,
+    ) -> Result<Pipeline, TelemetryError> {
+        let spans = match &config.traces_endpoint {
+            Some(endpoint) => {
+                let mut exporter = exporters::spans(&config, endpoint)?;
+                exporter.set_resource(&resource);
+                Some((exporter, rx))
+            }
+            None => None,
+        };
+        let metrics = match (&config.metrics_endpoint, reader) {
+            (Some(endpoint), Some(reader)) => {
+                Some((exporters::metrics(&config, endpoint)?, reader))
+            }
+            _ => None,
+        };
+        Ok(Pipeline {
+            spans,
+            metrics,
+            resource,
+            config,
+            counters,
+            dropped,
+        })
+    }
+
+    /// Batches spans (sent when a batch is full or its oldest span waited `schedule_delay`),
+    /// sends metrics every interval, and flushes both when told to stop.
+    async fn run(mut self, mut stop: oneshot::Receiver<Instant>) {
+        let batching = self.config.batching;
+        let mut batch = Vec::with_capacity(batching.max_export_batch_size);
+        let mut send_by = None;
+        let mut metrics_tick = tokio::time::interval(self.config.metrics_interval);
+        metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        metrics_tick.tick().await;
+        let mut loss_log = tokio::time::interval(LOSS_LOG_EVERY);
+        loss_log.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let far = Instant::now() + Duration::from_secs(86_400 * 365);
+        loop {
+            tokio::select! {
+                deadline = &mut stop => {
+                    let deadline = deadline.unwrap_or_else(|_| Instant::now());
+                    self.flush(batch, deadline).await;
+                    return;
+                }
+                span = self.next_span() => match span {
+                    Some(span) => {
+                        send_by.get_or_insert(Instant::now() + batching.schedule_delay);
+                        batch.push(span);
+                        if batch.len() >= batching.max_export_batch_size {
+                            self.send_spans(std::mem::take(&mut batch)).await;
+                            send_by = None;
+                        }
+                    }
+                    // Every queue handle is gone: nothing more will come.
+                    None => self.spans = None,
+                },
+                () = sleep_until(send_by.unwrap_or(far)) => {
+                    self.send_spans(std::mem::take(&mut batch)).await;
+                    send_by = None;
+                }
+                _ = metrics_tick.tick(), if self.metrics.is_some() => self.send_metrics().await,
+                _ = loss_log.tick() => self.log_losses(),
+            }
+        }
+    }
+
+    async fn next_span(&mut self) -> Option<SpanData> {
+        match &mut self.spans {
+            Some((_, rx)) => rx.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn send_spans(&mut self, batch: Vec<SpanData>) {
+        let Some((exporter, _)) = &self.spans else {
+            return;
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        if let Err(e) = exporter.export(batch).await {
+            self.counters.telemetry_dropped(TelemetrySignal::Traces, n);
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            tracing::debug!(error = %e, spans = n, "span export failed");
+        }
+    }
+
+    async fn send_metrics(&mut self) {
+        let Some((exporter, reader)) = &self.metrics else {
+            return;
+        };
+        let mut collected = ResourceMetrics::default();
+        if reader.collect(&mut collected).is_err() {
+            return;
+        }
+        if let Err(e) = exporter.export(&collected).await {
+            let points = points(&collected);
+            self.counters
+                .telemetry_dropped(TelemetrySignal::Metrics, points);
+            tracing::warn!(error = %e, points, "metric export failed");
+        }
+    }
+
+    /// The last spans and metrics, sent before `deadline`.
+    async fn flush(&mut self, mut batch: Vec<SpanData>, deadline: Instant) {
+        if let Some((_, rx)) = &mut self.spans {
+            rx.close();
+            while let Ok(span) = rx.try_recv() {
+                batch.push(span);
+            }
+        }
+        let flush = async {
+            for chunk in chunks(batch, self.config.batching.max_export_batch_size) {
+                self.send_spans(chunk).await;
+            }
+            self.send_metrics().await;
+        };
+        if tokio::time::timeout_at(deadline, flush).await.is_err() {
+            tracing::warn!("telemetry flush did not finish within the drain time");
+        }
+        self.log_losses();
+        let _ = &self.resource;
+    }
+
+    /// One line for the spans lost since the last, if any.
+    fn log_losses(&self) {
+        let lost = self.dropped.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            tracing::warn!(
+                spans = lost,
+                "spans dropped: the collector is slow, down or refusing (strata_telemetry_dropped_total)"
+            );
+        }
+    }
+}
+
+/// `batch` in pieces of at most `size`.
+fn chunks(mut batch: Vec<SpanData>, size: usize) -> Vec<Vec<SpanData>> {
+    let mut pieces = Vec::new();
+    while batch.len() > size {
+        let rest = batch.split_off(size);
+        pieces.push(std::mem::replace(&mut batch, rest));
+    }
+    pieces.push(batch);
+    pieces
+}
+
+/// Data points in a collection (what a failed export lost).
+fn points(collected: &ResourceMetrics) -> u64 {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    fn count<T>(data: &MetricData<T>) -> usize {
+        match data {
+            MetricData::Gauge(g) => g.data_points().count(),
+            MetricData::Sum(s) => s.data_points().count(),
+            MetricData::Histogram(h) => h.data_points().count(),
+            MetricData::ExponentialHistogram(h) => h.data_points().count(),
+        }
+    }
+    let mut n = 0;
+    for scope in collected.scope_metrics() {
+        for metric in scope.metrics() {
+            n += match metric.data() {
+                AggregatedMetrics::F64(d) => count(d),
+                AggregatedMetrics::U64(d) => count(d),
+                AggregatedMetrics::I64(d) => count(d),
+            };
+        }
+    }
+    n as u64
+}

@@ -1,0 +1,192 @@
+//! The OTLP exporters (the `opentelemetry-otlp` crate's), over HTTP/protobuf or gRPC, as
+//! configured. The configured headers are set on every request last, so a file's header wins
+//! over an `OTEL_EXPORTER_OTLP_HEADERS` entry of the same name (which the crate adds itself).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{Request, Response};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use opentelemetry_http::{HttpClient, HttpError, hyper::HyperClient};
+use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
+use opentelemetry_otlp::{
+    MetricExporter, Protocol, SpanExporter, WithExportConfig, WithHttpConfig, WithTonicConfig,
+};
+use rustls::RootCertStore;
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+
+use super::TelemetryError;
+use crate::config::{OtlpProtocol, TelemetryConfig};
+
+/// The span exporter for `endpoint`.
+pub(super) fn spans(
+    config: &TelemetryConfig,
+    endpoint: &str,
+) -> Result<SpanExporter, TelemetryError> {
+    let built = match config.protocol {
+        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(endpoint)
+            .with_timeout(config.timeout)
+            .with_http_client(Collector::new(config)?)
+            .build(),
+        OtlpProtocol::Grpc => SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .with_timeout(config.timeout)
+            .with_interceptor(HeadersLast(Arc::new(metadata(config))))
+            .with_tls_config(grpc_tls(config, endpoint)?)
+            .build(),
+    };
+    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+}
+
+/// The metric exporter for `endpoint`.
+pub(super) fn metrics(
+    config: &TelemetryConfig,
+    endpoint: &str,
+) -> Result<MetricExporter, TelemetryError> {
+    let built = match config.protocol {
+        OtlpProtocol::HttpProtobuf => MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(endpoint)
+            .with_timeout(config.timeout)
+            .with_http_client(Collector::new(config)?)
+            .build(),
+        OtlpProtocol::Grpc => MetricExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .with_timeout(config.timeout)
+            .with_interceptor(HeadersLast(Arc::new(metadata(config))))
+            .with_tls_config(grpc_tls(config, endpoint)?)
+            .build(),
+    };
+    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+}
+
+/// Sets the configured headers on each gRPC request, over any the environment added.
+#[derive(Clone)]
+struct HeadersLast(Arc<MetadataMap>);
+
+impl tonic::service::Interceptor for HeadersLast {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        for entry in self.0.iter() {
+            if let tonic::metadata::KeyAndValueRef::Ascii(key, value) = entry {
+                request.metadata_mut().insert(key.clone(), value.clone());
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// The configured headers as gRPC metadata (validated as header fields already).
+fn metadata(config: &TelemetryConfig) -> MetadataMap {
+    let mut map = MetadataMap::new();
+    for (name, value) in &config.headers {
+        if let (Ok(key), Ok(value)) = (
+            MetadataKey::from_bytes(name.as_bytes()),
+            MetadataValue::try_from(value.as_str()),
+        ) {
+            map.insert(key, value);
+        }
+    }
+    map
+}
+
+/// TLS toward an `https://` gRPC collector: Mozilla's roots, and `ca_file` when set.
+fn grpc_tls(config: &TelemetryConfig, endpoint: &str) -> Result<ClientTlsConfig, TelemetryError> {
+    let mut tls = ClientTlsConfig::new();
+    if !endpoint.starts_with("https://") {
+        return Ok(tls);
+    }
+    tls = tls.with_webpki_roots();
+    if let Some(path) = &config.ca_file {
+        let pem = std::fs::read(path).map_err(|e| TelemetryError::CaFile(e.to_string()))?;
+        tls = tls.ca_certificate(Certificate::from_pem(pem));
+    }
+    Ok(tls)
+}
+
+/// The HTTP client OTLP/HTTP exports go through: hyper's, with rustls for an `https://`
+/// collector, and the configured headers set last.
+#[derive(Clone)]
+struct Collector {
+    client: HyperClient<HttpsConnector<HttpConnector>>,
+    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
+}
+
+impl Collector {
+    fn new(config: &TelemetryConfig) -> Result<Collector, TelemetryError> {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).map_err(|e| TelemetryError::CaFile(e.to_string()))?;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let cert = cert.map_err(|e| TelemetryError::CaFile(e.to_string()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| TelemetryError::CaFile(e.to_string()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TelemetryError::CaFile(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let headers = config
+            .headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::try_from(name.as_str()).ok()?,
+                    HeaderValue::try_from(value.as_str()).ok()?,
+                ))
+            })
+            .collect();
+        Ok(Collector {
+            client: HyperClient::new(connector, config.timeout, None),
+            headers: Arc::new(headers),
+        })
+    }
+}
+
+impl fmt::Debug for Collector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values may hold credentials: only their names.
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Collector")
+            .field("headers", &names)
+            .finish()
+    }
+}
+
+type Sending<'a> = Pin<Box<dyn Future<Output = Result<Response<Bytes>, HttpError>> + Send + 'a>>;
+
+impl HttpClient for Collector {
+    fn send_bytes<'a, 'b>(&'a self, mut request: Request<Bytes>) -> Sending<'b>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
+        Box::pin(self.client.send_bytes(request))
+    }
+}

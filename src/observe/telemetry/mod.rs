@@ -1,0 +1,268 @@
+//! OpenTelemetry export: a trace per call and the MCP duration metrics, over OTLP.
+//!
+//! Each finished call hands its record here once ([`Telemetry::finished`], from the call
+//! tracker, exactly where `strata_calls_total` counts it). The sampler decides from the parent
+//! the agent sent (`parent.rs`); a sampled call becomes a SERVER span and a CLIENT span per
+//! upstream attempt (`spans.rs`), offered to a bounded queue that a thread of its own sends
+//! in batches (`export.rs`, `exporters.rs`). The duration histograms and the call counter are
+//! aggregated by the SDK and collected by that thread on their interval (`meters.rs`).
+
+mod error_type;
+mod export;
+mod exporters;
+mod meters;
+mod parent;
+mod spans;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::trace::{SpanId, SpanKind};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{
+    IdGenerator, RandomIdGenerator, Sampler, SamplingDecision, ShouldSample,
+};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::classify::envelope::RequestContext;
+use crate::config::{SamplerConfig, TelemetryConfig};
+use crate::metrics::Metrics;
+use crate::observe::call_record::CallRecord;
+use crate::observe::call_trace::{CallTrace, TraceIds};
+
+use export::{ExportThread, SpanQueue};
+use meters::CallMeters;
+use parent::Carrier;
+use spans::{Clock, Shared};
+
+/// The instrumentation scope strata's spans and metrics carry.
+const SCOPE: &str = "strata";
+
+/// Why OpenTelemetry export could not start. The operator's side: the config names something
+/// the exporters cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("telemetry: cannot build the OTLP exporter: {0}")]
+    Exporter(String),
+    #[error("telemetry.otlp.ca_file: {0}")]
+    CaFile(String),
+    #[error("telemetry: cannot start the export thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A finished call, as its spans and points are made of.
+pub struct FinishedCall<'a> {
+    pub record: &'a CallRecord<'a>,
+    /// Attempt times and the agent's trace headers (present while export is on).
+    pub trace: Option<&'a CallTrace>,
+    /// The request's trace context (`params._meta`), prompt and resource URI, if any.
+    pub context: Option<&'a RequestContext>,
+    pub started: Instant,
+}
+
+impl FinishedCall<'_> {
+    /// The prompt of a prompts/get.
+    fn prompt(&self) -> Option<&str> {
+        self.context.and_then(|c| c.prompt.as_deref())
+    }
+}
+
+/// OpenTelemetry export while it is on. Shared by every worker's call context.
+pub struct Telemetry {
+    sampler: Sampler,
+    spans: Option<SpanQueue>,
+    meters: Option<CallMeters>,
+    scope: InstrumentationScope,
+    thread: Mutex<Option<ExportThread>>,
+}
+
+impl Telemetry {
+    /// Starts export as configured (the exporters are built before this returns).
+    pub fn start(
+        config: &TelemetryConfig,
+        counters: Arc<Metrics>,
+    ) -> Result<Arc<Telemetry>, TelemetryError> {
+        let resource = resource(config);
+        let (meters, reader) = match config.metrics_endpoint {
+            Some(_) => {
+                let (meters, reader) = CallMeters::new(resource.clone(), SCOPE);
+                (Some(meters), Some(reader))
+            }
+            None => (None, None),
+        };
+        let (spans, thread) = export::start(config, resource, reader, counters)?;
+        Ok(Arc::new(Telemetry {
+            sampler: sampler(config.sampler),
+            spans,
+            meters,
+            scope: InstrumentationScope::builder(SCOPE)
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Records one finished call: its points always, its spans when sampled.
+    pub fn finished(&self, call: &FinishedCall<'_>) {
+        if let Some(meters) = &self.meters {
+            record_points(meters, call);
+        }
+        if let Some(queue) = &self.spans {
+            self.trace(queue, call);
+        }
+    }
+
+    /// Sends what is queued and collected, within `within` (SIGTERM's drain).
+    pub async fn shutdown(&self, within: Duration) {
+        if let Some(thread) = self.thread.lock().await.take() {
+            thread.stop(within).await;
+        }
+    }
+
+    /// The call's trace ids: its parent's trace (`params._meta` first, then the agent's
+    /// header) or a new one, a SERVER span id, and the sampler's decision.
+    pub fn decide(
+        &self,
+        header: Option<&CallTrace>,
+        meta: Option<&RequestContext>,
+        name: &str,
+    ) -> TraceIds {
+        let none = Carrier {
+            traceparent: None,
+            tracestate: None,
+        };
+        let header = header.map_or(none, |t| Carrier {
+            traceparent: t.traceparent.as_deref(),
+            tracestate: t.tracestate.as_deref(),
+        });
+        let meta = meta.map_or(none, |c| Carrier {
+            traceparent: c.traceparent.as_deref(),
+            tracestate: c.tracestate.as_deref(),
+        });
+        let parent = parent::parent([meta, header]);
+        let parent_span = parent::span_context(parent.as_ref());
+        let trace = match parent_span.is_valid() {
+            true => parent_span.trace_id(),
+            false => RandomIdGenerator::default().new_trace_id(),
+        };
+        let decision =
+            self.sampler
+                .should_sample(parent.as_ref(), trace, name, &SpanKind::Server, &[], &[]);
+        TraceIds {
+            trace,
+            server: new_span_id(),
+            parent: match parent_span.is_valid() {
+                true => parent_span.span_id(),
+                false => SpanId::INVALID,
+            },
+            state: decision.trace_state,
+            sampled: decision.decision == SamplingDecision::RecordAndSample,
+        }
+    }
+
+    /// The `traceparent` an attempt carries to the server: the call's trace, the attempt's
+    /// CLIENT span (W3C Trace Context, version 00).
+    pub fn traceparent(ids: &TraceIds, attempt: SpanId) -> String {
+        let flags = if ids.sampled { "01" } else { "00" };
+        format!("00-{}-{}-{flags}", ids.trace, attempt)
+    }
+
+    fn trace(&self, queue: &SpanQueue, call: &FinishedCall<'_>) {
+        let name = spans::name(call);
+        let ids = match call.trace.and_then(|t| t.ids.clone()) {
+            Some(ids) => ids,
+            None => self.decide(call.trace, call.context, &name),
+        };
+        if !ids.sampled {
+            return;
+        }
+        let record = call.record;
+        let shared = Shared {
+            call,
+            name,
+            scope: &self.scope,
+            clock: Clock::now(),
+            ids,
+            error_type: error_type::of_call(
+                record.outcome,
+                record.http_statuses.last().copied(),
+                record.error_code,
+            ),
+        };
+        queue.offer(spans::server(&shared));
+        if let Some(trace) = call.trace {
+            let n = trace.attempts.len();
+            for (i, attempt) in trace.attempts.iter().enumerate() {
+                queue.offer(spans::client(&shared, attempt, i + 1, i + 1 == n));
+            }
+        }
+    }
+}
+
+/// A new random span id.
+pub fn new_span_id() -> SpanId {
+    RandomIdGenerator::default().new_span_id()
+}
+
+/// The call's points: its duration and count, and each attempt's duration.
+fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
+    let record = call.record;
+    let error_type = error_type::of_call(
+        record.outcome,
+        record.http_statuses.last().copied(),
+        record.error_code,
+    );
+    let mut attributes = Vec::with_capacity(6);
+    attributes.push(KeyValue::new("mcp.method.name", record.method.to_string()));
+    if let Some(tool) = record.tool.as_deref() {
+        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+    }
+    if let Some(ty) = &error_type {
+        attributes.push(KeyValue::new("error.type", Value::from(ty.clone())));
+    }
+    attributes.push(KeyValue::new(
+        "strata.layer",
+        record.outcome.layer().as_str(),
+    ));
+    attributes.push(KeyValue::new("strata.outcome", record.outcome.as_str()));
+    meters.call(record.duration, &attributes);
+    let Some(trace) = call.trace else {
+        return;
+    };
+    // An attempt's duration: from its request to its end (the call's, for the last).
+    let end = call.started + record.duration;
+    attributes.truncate(2 - usize::from(record.tool.is_none()));
+    for attempt in &trace.attempts {
+        let ended = attempt.ended.unwrap_or(end);
+        meters.attempt(
+            ended.saturating_duration_since(attempt.started),
+            &attributes,
+        );
+    }
+}
+
+/// The SDK sampler for the configured one.
+fn sampler(config: SamplerConfig) -> Sampler {
+    match config {
+        SamplerConfig::AlwaysOn => Sampler::AlwaysOn,
+        SamplerConfig::AlwaysOff => Sampler::AlwaysOff,
+        SamplerConfig::TraceIdRatio(ratio) => Sampler::TraceIdRatioBased(ratio),
+        SamplerConfig::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        SamplerConfig::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        SamplerConfig::ParentBasedTraceIdRatio(ratio) => {
+            Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio)))
+        }
+    }
+}
+
+fn resource(config: &TelemetryConfig) -> Resource {
+    let attributes = config
+        .resource
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()));
+    Resource::builder_empty()
+        .with_attributes(attributes)
+        .build()
+}

@@ -52,7 +52,6 @@ pub(super) struct ExportThread {
 struct Pipeline {
     spans: Option<(opentelemetry_otlp::SpanExporter, mpsc::Receiver<SpanData>)>,
     metrics: Option<(opentelemetry_otlp::MetricExporter, SharedReader)>,
-    resource: Resource,
     config: TelemetryConfig,
     counters: Arc<Metrics>,
     dropped: Arc<AtomicU64>,
@@ -167,7 +166,6 @@ impl Pipeline {
         Ok(Pipeline {
             spans,
             metrics,
-            resource,
             config,
             counters,
             dropped,
@@ -242,7 +240,8 @@ impl Pipeline {
             return;
         };
         let mut collected = ResourceMetrics::default();
-        if reader.collect(&mut collected).is_err() {
+        // Nothing recorded yet: no request at all.
+        if reader.collect(&mut collected).is_err() || points(&collected) == 0 {
             return;
         }
         if let Err(e) = exporter.export(&collected).await {
@@ -271,7 +270,6 @@ impl Pipeline {
             tracing::warn!("telemetry flush did not finish within the drain time");
         }
         self.log_losses();
-        let _ = &self.resource;
     }
 
     /// One line for the spans lost since the last, if any.

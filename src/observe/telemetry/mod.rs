@@ -206,7 +206,8 @@ pub fn new_span_id() -> SpanId {
     RandomIdGenerator::default().new_span_id()
 }
 
-/// The call's points: its duration and count, and each attempt's duration.
+/// The call's points: its duration and count, and each attempt's duration (an attempt's
+/// `error.type` is how it failed, or the call's for the attempt that answered).
 fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
     let record = call.record;
     let error_type = error_type::of_call(
@@ -214,11 +215,12 @@ fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
         record.http_statuses.last().copied(),
         record.error_code,
     );
-    let mut attributes = Vec::with_capacity(6);
+    let mut attributes = Vec::with_capacity(5);
     attributes.push(KeyValue::new("mcp.method.name", record.method.to_string()));
     if let Some(tool) = record.tool.as_deref() {
         attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
     }
+    let named = attributes.len();
     if let Some(ty) = &error_type {
         attributes.push(KeyValue::new("error.type", Value::from(ty.clone())));
     }
@@ -231,10 +233,18 @@ fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
     let Some(trace) = call.trace else {
         return;
     };
-    // An attempt's duration: from its request to its end (the call's, for the last).
     let end = call.started + record.duration;
-    attributes.truncate(2 - usize::from(record.tool.is_none()));
-    for attempt in &trace.attempts {
+    let last = trace.attempts.len();
+    for (i, attempt) in trace.attempts.iter().enumerate() {
+        attributes.truncate(named);
+        let ty = match (attempt.failure, i + 1 == last) {
+            (Some(failure), _) => Some(error_type::of_failure(failure)),
+            (None, true) => error_type.clone(),
+            (None, false) => None,
+        };
+        if let Some(ty) = ty {
+            attributes.push(KeyValue::new("error.type", Value::from(ty)));
+        }
         let ended = attempt.ended.unwrap_or(end);
         meters.attempt(
             ended.saturating_duration_since(attempt.started),

@@ -2,10 +2,12 @@
 # Checks the deployment and observability kit under deploy/ with the real tools:
 #   hadolint on the Dockerfile; the HEALTHCHECK probe built, formatted, linted and run;
 #   promtool check config / check rules / test rules; the PrometheusRule and the Grafana
-#   dashboard in sync with their sources; the Kubernetes manifests against the Kubernetes
+#   dashboard in sync with their sources; the OpenTelemetry Collector example's pipelines and
+#   its ConfigMap (tests/deploy/collector.py: no otelcol binary in Debian or on PyPI); the
+#   Kubernetes manifests, with the collector sidecar Component, against the Kubernetes
 #   schemas and strata's config (tests/deploy/k8s.py); a live Prometheus scraping a live
-#   strata in front of the testbed, answering every dashboard and recording-rule query
-#   (tests/deploy/live.py).
+#   strata in front of the testbed, answering every dashboard and recording-rule query, and
+#   strata's OTLP spans answering every trace link of the dashboard (tests/deploy/live.py).
 #
 # Needs on PATH: promtool and prometheus (Debian package `prometheus`), python3 (with venv),
 # rustc and cargo; kubectl is used when present. The Python tools go into a venv under
@@ -114,12 +116,16 @@ step "PrometheusRule in sync with the rule files" "$PY" tests/deploy/prometheusr
 # --- Grafana
 step "Grafana dashboard in sync and well-formed" "$PY" tests/deploy/dashboard.py --check
 
+# --- OpenTelemetry Collector
+step "collector config: pipelines name only defined components; ConfigMap in sync" \
+  "$PY" tests/deploy/collector.py --check
+
 # --- Kubernetes
 step "Kubernetes manifests (schemas, CRDs, check-config, wiring, kustomize)" \
   "$PY" tests/deploy/k8s.py --strata "$STRATA"
 
 # --- live
-step "live: Prometheus scrapes strata; every dashboard and rule query returns data" \
+step "live: every dashboard and rule query returns data; every trace link finds spans" \
   timeout --signal=TERM 150 "$PY" tests/deploy/live.py --strata "$STRATA" --healthcheck "$HC"
 
 echo "== deploy/check.sh: $(($(date +%s) - start))s"

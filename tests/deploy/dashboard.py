@@ -5,18 +5,33 @@
 
 The JSON is what ships (Grafana provisioning loads it as is); this file is how it is written,
 so that every query uses the same label filters and the live test (live.py) can evaluate each
-one against a real Prometheus. Plain stdlib: no Grafana SDK.
+one against a real Prometheus, and each trace link's TraceQL against the spans strata exports.
+Plain stdlib: no Grafana SDK.
+
+From a failing tool to its traces: a data link, not exemplars. strata serves /metrics in the
+Prometheus text format 0.0.4, which has no syntax for exemplars (only OpenMetrics does), so no
+trace id ever reaches Prometheus beside a sample. What does reach Grafana is the row's labels:
+the "Top failing tools" and "Failure share by layer" panels carry data links that open Explore
+on the trace data source picked in the `traces` variable (a Tempo data source) with a TraceQL
+query built from the row's labels (`tool`, `outcome`, `layer`) and the span attributes strata
+sets on its SERVER span (`gen_ai.tool.name`, `strata.outcome`, `strata.layer`, status ERROR
+exactly for a failed outcome), over the dashboard's time range.
 """
 
 import json
 import re
 import sys
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "deploy/grafana/strata-dashboard.json"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
+# Traces: the data source the `traces` variable picks, and the `service.name` strata exports
+# under (telemetry.resource, OTEL_SERVICE_NAME; default strata), from the `service` variable.
+TRACES = {"type": "tempo", "uid": "${traces}"}
+SERVICE = 'resource.service.name="${service}"'
 # Label filters. `tool` is "" for every method but tools/call; `=~".*"` (All) matches it.
 PROC = 'job=~"$job", instance=~"$instance"'
 CALLS = PROC + ', method=~"$method", tool=~"$tool"'
@@ -143,6 +158,38 @@ def failures(labels: str, ok: str) -> str:
     return labels + f', outcome!~"{ok}"'
 
 
+def traceql(*conditions: str) -> str:
+    return "{ " + " && ".join((SERVICE,) + conditions) + " }"
+
+
+def explore_link(title: str, query: str) -> dict:
+    """A data link opening Explore on the `traces` data source with a TraceQL query, over the
+    dashboard's time range.
+
+    Explore's `left` URL parameter (the form Grafana's own internal links still produce; Grafana
+    10 and later migrate it to their `panes` form on load) is a JSON pane state, URL-encoded.
+    Grafana interpolates a data link's URL with every `${...}` value URL-encoded
+    (`__field.labels.*` of the clicked row, `__from`/`__to`, the dashboard's variables), so
+    those are left as they are and everything else is encoded here. (The `internal` link form
+    would not interpolate the data source uid, nor carry the dashboard's time range.)"""
+    pane = {
+        "datasource": TRACES["uid"],
+        "queries": [{"refId": "A", "datasource": TRACES, "queryType": "traceql",
+                     "query": query, "limit": 20, "tableType": "traces"}],
+        "range": {"from": "${__from}", "to": "${__to}"},
+    }
+    text = json.dumps(pane, separators=(",", ":"))
+    encoded = "".join(part if re.fullmatch(r"\$\{[^}]+\}", part)
+                      else urllib.parse.quote(part, safe="")
+                      for part in re.split(r"(\$\{[^}]+\})", text))
+    return {"title": title, "url": "/explore?left=" + encoded, "targetBlank": True}
+
+
+def with_links(panel: dict, *links: dict) -> dict:
+    panel["fieldConfig"]["defaults"]["links"] = list(links)
+    return panel
+
+
 def panels() -> list:
     calls_s = f"sum({rate('strata_calls_total')})"
     fail_share = (
@@ -176,22 +223,34 @@ def panels() -> list:
             "One outcome per JSON-RPC request (README: Outcomes).",
             [target(f"sum by (outcome) ({rate('strata_calls_total')})", "{{outcome}}")],
             "reqps", stack=True)),
-        (9, 12, timeseries(
+        (9, 12, with_links(timeseries(
             "Failure share by layer",
             "Failed calls at each layer (transport, protocol, application) as a share of all "
-            "calls. Protocol failures hide behind HTTP 200: a broken server or gateway.",
+            "calls. Protocol failures hide behind HTTP 200: a broken server or gateway. "
+            "Click a series for its failed calls' traces (the `traces` data source).",
             [target(
                 f"sum by (layer) ({rate('strata_calls_total', failures(CALLS, OK_OUTCOMES))})"
                 f"\n  / ignoring (layer) group_left\n{calls_s}", "{{layer}}")],
-            "percentunit", min=0)),
+            "percentunit", min=0),
+            explore_link("Traces: failed calls at the ${__field.labels.layer} layer",
+                         traceql('span.strata.layer="${__field.labels.layer}"',
+                                 "status=error")))),
         # ---- tools and latency
-        (9, 12, bargauge(
+        (9, 12, with_links(bargauge(
             "Top failing tools",
             "The ten (tool, outcome) pairs with the most failed tools/call over the dashboard's "
-            "time range: every outcome but TOOL_SUCCESS and INPUT_REQUIRED.",
+            "time range: every outcome but TOOL_SUCCESS and INPUT_REQUIRED. Click a bar for "
+            "the traces of those calls, or of every failed call of the tool (the `traces` "
+            "data source).",
             f"topk(10, sum by (tool, outcome) (increase(strata_calls_total"
             f"{{{failures(tool_labels, TOOL_OK_OUTCOMES)}}}[$__range])))",
-            "{{tool}} {{outcome}}")),
+            "{{tool}} {{outcome}}"),
+            explore_link("Traces: ${__field.labels.tool} ${__field.labels.outcome}",
+                         traceql('span.gen_ai.tool.name="${__field.labels.tool}"',
+                                 'span.strata.outcome="${__field.labels.outcome}"')),
+            explore_link("Traces: every failed ${__field.labels.tool} call",
+                         traceql("kind=server", 'span.gen_ai.tool.name="${__field.labels.tool}"',
+                                 "status=error")))),
         (9, 12, timeseries(
             "Latency p50 / p90 / p99 by method",
             "Request arrival to outcome, from the strata_call_duration_seconds histogram "
@@ -247,25 +306,34 @@ def panels() -> list:
                     "{{limit}}", "B")],
             "reqps")),
         # ---- traffic
-        (8, 8, timeseries(
+        (8, 6, timeseries(
             "HTTP requests by method",
             "HTTP requests from agents (strata_http_requests_total): POST carries calls, GET "
             "opens standalone SSE streams, DELETE ends sessions.",
             [target(f"sum by (method) (rate(strata_http_requests_total{{{PROC}}}[{RI}]))",
                     "{{method}}")],
             "reqps")),
-        (8, 8, timeseries(
+        (8, 6, timeseries(
             "Response bytes forwarded",
             "Response body bytes strata forwarded from the upstream to agents.",
             [target(f"sum(rate(strata_response_bytes_total{{{PROC}}}[{RI}]))", "bytes/s")],
             "Bps")),
-        (8, 8, timeseries(
+        (8, 6, timeseries(
             "Config reloads",
             "Config reloads (SIGHUP) per instance and result over the dashboard's interval: "
             "error means the new file was refused and the old config stays in force.",
             [target(f"sum by (instance, result) (increase(strata_config_reloads_total"
                     f"{{{PROC}}}[{RI}]))", "{{instance}} {{result}}")],
             "short", min=0)),
+        (8, 6, timeseries(
+            "Telemetry export dropped",
+            "Spans (traces) and metric points (metrics) strata's OpenTelemetry export lost per "
+            "second (strata_telemetry_dropped_total): the span queue was full, or the collector "
+            "refused or did not take a batch. Above zero, the trace links miss calls: look at "
+            "the collector. Always zero when export is off.",
+            [target(f"sum by (signal) (rate(strata_telemetry_dropped_total{{{PROC}}}[{RI}]))",
+                    "{{signal}}")],
+            "cps", min=0)),
     ]
 
 
@@ -281,8 +349,11 @@ def dashboard() -> dict:
         "uid": "strata-mcp",
         "title": "strata: MCP calls by layer",
         "description": "strata sidecar: JSON-RPC outcomes by layer, tools, latency, retries, "
-        "SSE streams. Source: tests/deploy/dashboard.py in the strata repository.",
-        "tags": ["strata", "mcp", "prometheus"],
+        "SSE streams, OpenTelemetry export. Failing tools and layers link to their traces in "
+        "the `traces` data source (Tempo, TraceQL): a data link, because the Prometheus text "
+        "format 0.0.4 strata serves cannot carry exemplars (only OpenMetrics can). "
+        "Source: tests/deploy/dashboard.py in the strata repository.",
+        "tags": ["strata", "mcp", "prometheus", "opentelemetry"],
         "editable": True,
         "graphTooltip": 1,
         "schemaVersion": 39,
@@ -311,16 +382,83 @@ def dashboard() -> dict:
                          f"label_values(strata_calls_total{{{PROC}}}, method)"),
                 variable("tool", "Tool",
                          f'label_values(strata_calls_total{{{PROC}, method="tools/call"}}, tool)'),
+                # The trace links' target: a Tempo data source (TraceQL).
+                {
+                    "name": "traces",
+                    "label": "Traces",
+                    "type": "datasource",
+                    "query": "tempo",
+                    "refresh": 1,
+                    "current": {},
+                    "options": [],
+                },
+                # The service.name strata's spans carry (telemetry.resource).
+                {
+                    "name": "service",
+                    "label": "Trace service.name",
+                    "type": "textbox",
+                    "query": "strata",
+                    "current": {"selected": False, "text": "strata", "value": "strata"},
+                    "options": [{"selected": True, "text": "strata", "value": "strata"}],
+                },
             ]
         },
         "panels": laid,
     }
 
 
+def link_queries(link: dict) -> tuple:
+    """A trace link's Explore pane (JSON, its `${...}` left in) and its TraceQL query."""
+    prefix = "/explore?left="
+    if not link["url"].startswith(prefix):
+        raise ValueError(f"not an Explore link: {link['url'][:40]!r}")
+    pane = json.loads(urllib.parse.unquote(link["url"][len(prefix):]))
+    return pane, pane["queries"][0]["query"]
+
+
+def link_problems(p: dict, names: set) -> list:
+    """Each data link: an Explore pane on the `traces` data source, over the dashboard's time
+    range, naming only known variables and labels the panel's queries keep."""
+    out = []
+    links = p["fieldConfig"]["defaults"].get("links", [])
+    kept = set()
+    for t in p["targets"]:
+        for by in re.findall(r"\bby \(([^)]*)\)", t["expr"]):
+            kept |= {label.strip() for label in by.split(",")}
+    for link in links:
+        where = f"panel {p['title']!r} link {link['title']!r}"
+        try:
+            pane, query = link_queries(link)
+        except (ValueError, KeyError, IndexError, json.JSONDecodeError) as e:
+            out.append(f"{where}: {e}")
+            continue
+        q = pane["queries"][0]
+        if (pane["datasource"] != TRACES["uid"] or q.get("datasource") != TRACES
+                or q.get("queryType") != "traceql" or len(pane["queries"]) != 1):
+            out.append(f"{where}: not one TraceQL query on the traces data source")
+        if pane.get("range") != {"from": "${__from}", "to": "${__to}"}:
+            out.append(f"{where}: not over the dashboard's time range")
+        if not re.fullmatch(r"\{ .+ \}", query) or SERVICE not in query:
+            out.append(f"{where}: TraceQL {query!r} is not one spanset on strata's service")
+        for var in re.findall(r"\$\{([^}]+)\}", link["url"] + link["title"]):
+            name, _, path = var.partition(".")
+            if name == "__field":
+                label = path.removeprefix("labels.")
+                if not path.startswith("labels.") or label not in kept:
+                    out.append(f"{where}: ${{{var}}}: the panel's queries keep no such label")
+            elif name not in names and name not in ("__from", "__to"):
+                out.append(f"{where}: unknown variable ${{{var}}}")
+    return out
+
+
 def problems(d: dict) -> list:
     """Structural rules Grafana would not tell us about until someone opens the dashboard."""
     out = []
     names = {v["name"] for v in d["templating"]["list"]}
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    if variables.get("traces", {}).get("type") != "datasource" or \
+            variables["traces"].get("query") != TRACES["type"]:
+        out.append("no `traces` data source variable of type tempo")
     builtin = {"__rate_interval", "__range", "__interval", "__all"}
     ids = [p["id"] for p in d["panels"]]
     if len(ids) != len(set(ids)):
@@ -338,6 +476,10 @@ def problems(d: dict) -> list:
             for var in re.findall(r"\$(\w+)", t["expr"]):
                 if var not in names and var not in builtin:
                     out.append(f"panel {p['title']!r}: unknown variable ${var}")
+        out += link_problems(p, names)
+    linked = {p["title"] for p in d["panels"] if p["fieldConfig"]["defaults"].get("links")}
+    if "Top failing tools" not in linked:
+        out.append("panel 'Top failing tools' has no trace link")
     return out
 
 
@@ -359,7 +501,9 @@ def main() -> int:
         if OUT.read_text() != render():
             print(f"{OUT.relative_to(ROOT)} is stale: run tests/deploy/dashboard.py --write")
             return 1
-        print(f"{OUT.relative_to(ROOT)}: in sync, {len(d['panels'])} panels, structure ok")
+        links = sum(len(p["fieldConfig"]["defaults"].get("links", [])) for p in d["panels"])
+        print(f"{OUT.relative_to(ROOT)}: in sync, {len(d['panels'])} panels, {links} trace "
+              "links, structure ok")
         return 0
     print(__doc__)
     return 2

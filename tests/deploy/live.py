@@ -1,13 +1,20 @@
 """Live check of the observability kit against real processes, all on loopback:
 
     strata testbed  <-  strata (retry policy on)  <-  HTTP POSTs of every outcome
-                            ^ /metrics every 1 s
-                        prometheus (deploy/prometheus/rules loaded, evaluated every 1 s)
+                            ^ /metrics every 1 s     | OTLP/HTTP (spans, metrics)
+                        prometheus (rules loaded,    v
+                        evaluated every 1 s)       OTLP receiver (here, in Python)
 
 Then every PromQL expression of the Grafana dashboard (panels and template variables) and of
 the recording rules is evaluated through Prometheus's HTTP API and must return data; every
 rule must evaluate without error; every metric an alert names must exist. The image's
 HEALTHCHECK probe is run against the live admin listener too.
+
+strata exports with the OTEL_* environment the collector sidecar's manifest gives it
+(deploy/kubernetes/otel-collector/sidecar.yaml, the endpoint moved to the receiver's port).
+Each trace link of the dashboard is then followed for every row its panel shows: its TraceQL,
+with the row's labels filled in, must match spans strata exported (a small TraceQL evaluator
+for the `{ a && b }` form the links use), and strata_telemetry_dropped_total must stay 0.
 
     live.py --strata target/debug/strata --healthcheck PATH
 
@@ -16,7 +23,9 @@ killed by PID on the way out. Exit 0 when every check passed.
 """
 
 import argparse
+import gzip
 import http.client
+import http.server
 import json
 import os
 import re
@@ -32,9 +41,18 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from dashboard import link_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy/grafana/strata-dashboard.json"
+SIDECAR = ROOT / "deploy/kubernetes/otel-collector/sidecar.yaml"
+# The downward-API values the sidecar's env refers to, as a pod would have them.
+POD_FIELDS = {"metadata.name": "strata-live-0", "metadata.namespace": "deploy-check"}
+OTLP_METRICS = {"mcp.server.operation.duration", "mcp.client.operation.duration", "strata.calls"}
 RULE_FILES = [ROOT / "deploy/prometheus/rules/strata-recording.yml",
               ROOT / "deploy/prometheus/rules/strata-alerts.yml"]
 ALL_OUTCOMES = {
@@ -195,6 +213,185 @@ class Prom:
         return data["result"]
 
 
+class Otlp:
+    """An OTLP/HTTP receiver (protobuf): keeps every span, flattened, and metric names."""
+
+    def __init__(self, port: int):
+        self.spans: list[dict] = []
+        self.metrics: set[str] = set()
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if self.headers.get("content-encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path == "/v1/traces":
+                    receiver.take_spans(body)
+                    answer = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path == "/v1/metrics":
+                    receiver.take_metrics(body)
+                    answer = metrics_service_pb2.ExportMetricsServiceResponse()
+                else:
+                    self.send_error(404)
+                    return
+                out = answer.SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *_):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def take_spans(self, body: bytes) -> None:
+        req = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+        kinds = {trace_pb2.Span.SPAN_KIND_SERVER: "server",
+                 trace_pb2.Span.SPAN_KIND_CLIENT: "client"}
+        statuses = {trace_pb2.Status.STATUS_CODE_ERROR: "error",
+                    trace_pb2.Status.STATUS_CODE_OK: "ok"}
+        flat = []
+        for rs in req.resource_spans:
+            resource = attributes(rs.resource.attributes)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    flat.append({"resource": resource, "span": attributes(span.attributes),
+                                 "kind": kinds.get(span.kind, "other"),
+                                 "status": statuses.get(span.status.code, "unset"),
+                                 "name": span.name})
+        with self.lock:
+            self.spans += flat
+
+    def take_metrics(self, body: bytes) -> None:
+        req = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+        names = {m.name for rm in req.resource_metrics for sm in rm.scope_metrics
+                 for m in sm.metrics}
+        with self.lock:
+            self.metrics |= names
+
+    def snapshot(self) -> tuple:
+        with self.lock:
+            return list(self.spans), set(self.metrics)
+
+
+def attributes(kvs) -> dict:
+    out = {}
+    for kv in kvs:
+        which = kv.value.WhichOneof("value")
+        out[kv.key] = getattr(kv.value, which) if which else None
+    return out
+
+
+def traceql_matches(query: str, span: dict) -> bool:
+    """Whether `span` is in the spanset `{ c1 && c2 ... }`, each condition `scope.attr="text"`
+    (resource or span), `status=error|ok|unset` or `kind=server|client`: the TraceQL the
+    dashboard's links write. Anything else is refused, not guessed at."""
+    m = re.fullmatch(r"\{ (.+) \}", query)
+    if not m:
+        raise Failed(f"TraceQL {query!r}: not one spanset")
+    for cond in m.group(1).split(" && "):
+        if a := re.fullmatch(r'(resource|span)\.([\w.]+)="([^"\\]*)"', cond):
+            if span[a.group(1)].get(a.group(2)) != a.group(3):
+                return False
+        elif a := re.fullmatch(r"(status|kind)=(\w+)", cond):
+            if span[a.group(1)] != a.group(2):
+                return False
+        else:
+            raise Failed(f"TraceQL condition {cond!r}: not supported here")
+    return True
+
+
+def sidecar_env(otlp_port: int) -> dict:
+    """strata's OTEL_* environment from the collector sidecar's manifest, as the kubelet would
+    expand it, the endpoint moved from the collector to this run's receiver."""
+    patch = yaml.safe_load(SIDECAR.read_text())
+    strata = next(c for c in patch["spec"]["template"]["spec"]["containers"]
+                  if c["name"] == "strata")
+    env: dict[str, str] = {}
+    for e in strata["env"]:
+        if "valueFrom" in e:
+            env[e["name"]] = POD_FIELDS[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        else:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda v: env[v.group(1)], e["value"])
+    endpoint = env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    if not re.fullmatch(r"http://127\.0\.0\.1:4318/?", endpoint):
+        raise Failed(f"{SIDECAR.name}: strata's endpoint {endpoint!r} is not the collector's")
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{otlp_port}"
+    # Sooner than the defaults (5 s, 60 s), so the run need not wait for them.
+    env["OTEL_BSP_SCHEDULE_DELAY"] = "200"
+    env["OTEL_METRIC_EXPORT_INTERVAL"] = "1000"
+    return env
+
+
+def trace_links() -> list:
+    """(panel, link title, link's TraceQL, the panel's PromQL) for every trace link."""
+    dash = json.loads(DASHBOARD.read_text())
+    textboxes = {v["name"]: v["query"] for v in dash["templating"]["list"]
+                 if v["type"] == "textbox"}
+    out = []
+    for panel in dash["panels"]:
+        for link in panel["fieldConfig"]["defaults"].get("links", []):
+            _, query = link_queries(link)
+            for name, value in textboxes.items():
+                query = query.replace("${" + name + "}", value)
+            for t in panel["targets"]:
+                out.append((panel["title"], link["title"], query, t["expr"]))
+    return out
+
+
+def check_traces(prom: Prom, otlp: Otlp, calls: int) -> list:
+    results = []
+
+    def ok(name: str, passed: bool, detail: str = "") -> None:
+        results.append((passed, name, detail))
+        print(f"  {'ok  ' if passed else 'FAIL'} {name}{(': ' + detail) if detail else ''}")
+
+    spans, metrics = otlp.snapshot()
+    servers = [s for s in spans if s["kind"] == "server"]
+    ok("strata exported a SERVER span per call to the endpoint the sidecar manifest sets",
+       len(servers) == calls, f"{len(servers)} SERVER spans for {calls} calls, "
+       f"{len(spans) - len(servers)} others")
+    resource = servers[0]["resource"] if servers else {}
+    want = {"service.name": "strata", "k8s.pod.name": POD_FIELDS["metadata.name"],
+            "k8s.namespace.name": POD_FIELDS["metadata.namespace"]}
+    ok("the spans' resource: service.name and the manifest's OTEL_RESOURCE_ATTRIBUTES",
+       all(resource.get(k) == v for k, v in want.items()), json.dumps(resource))
+    missing = sorted(OTLP_METRICS - metrics)
+    ok("OTLP metrics exported", not missing, f"missing {missing}" if missing
+       else ", ".join(sorted(OTLP_METRICS)))
+    for panel, title, query, expr in trace_links():
+        try:
+            rows = [r["metric"] for r in prom.query(substitute(expr))]
+        except Failed as e:
+            ok(f"trace link {title!r} of {panel!r}", False, str(e))
+            continue
+        unmatched = []
+        for labels in rows:
+            q = re.sub(r"\$\{__field\.labels\.(\w+)\}", lambda m: labels.get(m.group(1), ""),
+                       query)
+            if not any(traceql_matches(q, s) for s in spans):
+                unmatched.append(q)
+        ok(f"trace link {title!r} of {panel!r} finds spans for every row",
+           bool(rows) and not unmatched,
+           f"{len(rows)} rows" if rows and not unmatched
+           else f"{len(unmatched)}/{len(rows)} rows find none, e.g. {unmatched[:1]}")
+    dropped = {r["metric"].get("signal"): float(r["value"][1])
+               for r in prom.query("strata_telemetry_dropped_total")}
+    ok("strata_telemetry_dropped_total is 0 for traces and metrics",
+       dropped == {"traces": 0.0, "metrics": 0.0}, json.dumps(dropped))
+    return results
+
+
 def substitute(expr: str) -> str:
     for var in sorted(SUBSTITUTIONS, key=len, reverse=True):
         expr = expr.replace(var, SUBSTITUTIONS[var])
@@ -307,10 +504,11 @@ def main() -> int:
     procs: list[subprocess.Popen] = []
     tmp = tempfile.TemporaryDirectory(prefix="strata-live-")
     work = Path(tmp.name)
+    otlp = None
 
-    def start(args: list, log: str) -> subprocess.Popen:
+    def start(args: list, log: str, env: dict | None = None) -> subprocess.Popen:
         p = subprocess.Popen(args, stdout=open(work / log, "wb"), stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=env)
         procs.append(p)
         return p
 
@@ -327,16 +525,19 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: (stop_all(), sys.exit(1)))
     try:
-        upstream, listen, admin, prom_port = (free_port() for _ in range(4))
+        upstream, listen, admin, prom_port, otlp_port = (free_port() for _ in range(5))
         print(f"== live: testbed :{upstream}, strata :{listen} (admin :{admin}), "
-              f"prometheus :{prom_port}")
+              f"prometheus :{prom_port}, OTLP receiver :{otlp_port}")
+        otlp = Otlp(otlp_port)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         (work / "strata.yaml").write_text(
             STRATA_CONFIG.format(listen=listen, upstream=upstream, admin=admin))
         (work / "prometheus.yml").write_text(PROMETHEUS_CONFIG.format(
             admin=admin, rules=json.dumps([str(p) for p in RULE_FILES])))
 
         start([a.strata, "testbed", "--listen", f"127.0.0.1:{upstream}"], "testbed.log")
-        strata = start([a.strata, "--config", str(work / "strata.yaml")], "strata.log")
+        strata = start([a.strata, "--config", str(work / "strata.yaml")], "strata.log",
+                       {**base_env, **sidecar_env(otlp_port)})
         prom = start([a.prometheus, f"--config.file={work / 'prometheus.yml'}",
                       f"--storage.tsdb.path={work / 'tsdb'}",
                       f"--web.listen-address=127.0.0.1:{prom_port}",
@@ -356,7 +557,11 @@ def main() -> int:
                 break
             time.sleep(0.5)
         time.sleep(3)
-        results = check(p, admin, a.healthcheck, calls)
+        # The spans of the last calls: one schedule delay (200 ms) after them, well within.
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not otlp.snapshot()[0]:
+            time.sleep(0.2)
+        results = check(p, admin, a.healthcheck, calls) + check_traces(p, otlp, calls)
         failed = [r for r in results if not r[0]]
         print(f"live: {len(results) - len(failed)} passed, {len(failed)} failed")
         if failed:
@@ -373,6 +578,8 @@ def main() -> int:
         return 1
     finally:
         stop_all()
+        if otlp is not None:
+            otlp.close()
         tmp.cleanup()
 
 

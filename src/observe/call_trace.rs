@@ -13,6 +13,8 @@ use crate::http::names::Known;
 use crate::metrics::{RetryReason, SuppressReason};
 use crate::policy::Failure;
 
+use super::telemetry::new_span_id;
+
 /// The trace facts of one call (boxed in the call's state: one allocation a call, and none
 /// while export is off).
 #[derive(Clone, Debug)]
@@ -144,6 +146,20 @@ impl CallTrace {
                 last.ended = Some(now);
             }
         }
+    }
+
+    /// This trace for another call of the same exchange (a batch): with ids decided already
+    /// (propagation), the same trace — one request carries one `traceparent` — but spans of
+    /// its own.
+    pub fn for_another_call(&self) -> CallTrace {
+        let mut other = self.clone();
+        if let Some(ids) = &mut other.ids {
+            ids.server = new_span_id();
+            for attempt in &mut other.attempts {
+                attempt.span = attempt.span.map(|_| new_span_id());
+            }
+        }
+        other
     }
 
     /// The answer's response head arrived now, with `status`.

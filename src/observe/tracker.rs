@@ -52,6 +52,17 @@ pub struct CallMeta {
     pub trace: Option<Box<CallTrace>>,
 }
 
+impl CallMeta {
+    /// This meta for another request of the same exchange (its trace's spans its own).
+    fn for_another_call(&self) -> CallMeta {
+        CallMeta {
+            trace: self.trace.as_ref().map(|t| Box::new(t.for_another_call())),
+            statuses: self.statuses.clone(),
+            ..*self
+        }
+    }
+}
+
 /// Each request's [`CallMeta`], in the exchange's order, the first inline: an exchange
 /// carries one request as a rule, and a `Vec` of one was an allocation and a free a call.
 pub struct Metas {
@@ -62,11 +73,7 @@ pub struct Metas {
 impl Metas {
     /// `meta` for each of `n` requests.
     pub fn repeat(meta: CallMeta, n: usize) -> Metas {
-        let rest = if n > 1 {
-            vec![meta.clone(); n - 1]
-        } else {
-            Vec::new()
-        };
+        let rest = (1..n.max(1)).map(|_| meta.for_another_call()).collect();
         Metas {
             first: (n > 0).then_some(meta),
             rest,

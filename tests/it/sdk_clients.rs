@@ -12,6 +12,9 @@
 //! - strata's `/metrics` counted every `tools/call` under the expected outcome, and every other
 //!   request as SUCCESS.
 //!
+//! The Python client runs once more with OpenTelemetry export on (`telemetry` in strata's config
+//! file, to an OTLP receiver in the test): the same checks, and one SERVER span per call counted.
+//!
 //! A client that is not installed is skipped with a note, unless `CI` or
 //! `STRATA_SDK_REQUIRED=1` is set: then it fails. Install them with `bash tests/sdk/setup.sh`.
 //! Each run leaves its documents and logs in `target/tmp/sdk_clients/<client>/`.
@@ -31,6 +34,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::time::Instant;
+
+use crate::support::otlp::{Attr, OtlpReceiver, ReceivedSpan};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 const SDK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk");
@@ -117,6 +122,36 @@ const EXPECTED: &[(&str, &[&str], &[&str])] = &[
 #[test]
 fn python_sdk_sees_the_same_through_strata() {
     check_client("python");
+}
+
+/// The same run with OpenTelemetry export on (the `telemetry` section of strata's config file,
+/// to a receiver in this test): the client surfaces exactly what it does direct — tracing
+/// changes nothing an agent sees — and every call strata counted is one SERVER span.
+#[test]
+fn python_sdk_sees_the_same_through_strata_with_tracing_on() {
+    let client = "python";
+    if !installed(client) {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Served by the runtime's worker while this thread waits for the children.
+    let rx = runtime.block_on(OtlpReceiver::http());
+    let telemetry = format!(
+        "telemetry:\n  otlp: {{ endpoint: \"{}\" }}\n  resource: {{ service.name: strata-sdk }}\n",
+        rx.endpoint()
+    );
+    check_client_with(
+        client,
+        "python-traced",
+        Some(&telemetry),
+        |proxied, admin, dir| {
+            one_server_span_per_call(client, &rx, proxied, admin, dir);
+        },
+    );
 }
 
 #[test]
@@ -299,30 +334,52 @@ fn start_testbed(children: &mut Children, dir: &Path, name: &str) -> SocketAddr 
 }
 
 fn check_client(client: &str) {
+    check_client_with(client, client, None, |_, _, _| {});
+}
+
+/// Runs `client` direct and through strata and compares, its documents and logs in
+/// `target/tmp/sdk_clients/<label>/`. `config`: a config file for strata (YAML, besides the
+/// flags), e.g. to turn telemetry on; `then` checks more while everything still runs, given
+/// the document of the run through strata, strata's admin address and the run's folder.
+fn check_client_with(
+    client: &str,
+    label: &str,
+    config: Option<&str>,
+    then: impl FnOnce(&Value, SocketAddr, &Path),
+) {
     if !installed(client) {
         return;
     }
-    let dir = out_dir(client);
+    let dir = out_dir(label);
     let mut children = Children::default();
 
     let direct = start_testbed(&mut children, &dir, "testbed-direct");
     let upstream = start_testbed(&mut children, &dir, "testbed-upstream");
     let listen = loopback(free_port());
     let admin = loopback(free_port());
-    children.spawn(
-        "strata",
-        Command::new(STRATA)
-            .arg("--listen")
-            .arg(listen.to_string())
-            .arg("--upstream")
-            .arg(format!("http://{upstream}"))
-            .arg("--admin")
-            .arg(admin.to_string())
-            .args(["--log-format", "json"])
-            .env_remove("STRATA_CONFIG")
-            .stdout(log_file(&dir, "strata.log"))
-            .stderr(log_file(&dir, "strata.stderr")),
-    );
+    let mut strata = Command::new(STRATA);
+    strata
+        .arg("--listen")
+        .arg(listen.to_string())
+        .arg("--upstream")
+        .arg(format!("http://{upstream}"))
+        .arg("--admin")
+        .arg(admin.to_string())
+        .args(["--log-format", "json"])
+        .env_remove("STRATA_CONFIG")
+        .stdout(log_file(&dir, "strata.log"))
+        .stderr(log_file(&dir, "strata.stderr"));
+    if let Some(yaml) = config {
+        let file = dir.join("strata.yaml");
+        fs::write(&file, yaml).unwrap();
+        // Spans go out 100 ms after a call rather than 5 s (the file has no key for it).
+        strata
+            .arg("--config")
+            .arg(&file)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .env_remove("OTEL_SDK_DISABLED");
+    }
+    children.spawn("strata", &mut strata);
     wait_ready(&mut children, "strata", admin);
 
     // Both runs at once: they use different testbeds, so neither sees the other's state.
@@ -363,6 +420,91 @@ fn check_client(client: &str) {
     same_outside_volatile(client, &direct_doc, &proxied_doc, &dir);
     headers_forwarded(client, &direct_doc, &proxied_doc);
     metrics_counted(client, &proxied_doc, admin, &dir);
+    then(&proxied_doc, admin, &dir);
+    children.assert_running("strata");
+}
+
+/// Every call strata counted (`strata_calls_total`, every method) is one SERVER span at `rx`,
+/// series by series, and both eras the client spoke show in the spans' protocol versions.
+fn one_server_span_per_call(
+    client: &str,
+    rx: &OtlpReceiver,
+    proxied: &Value,
+    admin: SocketAddr,
+    dir: &Path,
+) {
+    let (status, metrics) = http_get(admin, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let counted = calls_total(&metrics);
+    let total: u64 = counted.values().sum();
+    assert!(total > 0, "{client}: strata counted nothing");
+    let servers = |spans: &[ReceivedSpan]| -> Vec<ReceivedSpan> {
+        spans
+            .iter()
+            .filter(|s| s.kind_name() == "SERVER")
+            .cloned()
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (servers(&rx.spans()).len() as u64) < total && Instant::now() < deadline {
+        sleep(Duration::from_millis(50));
+    }
+    // Anything more (a span too many) would come within a few schedule delays.
+    sleep(Duration::from_millis(500));
+    let spans = servers(&rx.spans());
+    let mut got: BTreeMap<(String, String, String, String), u64> = BTreeMap::new();
+    for span in &spans {
+        let attr = |k: &str| span.str_attr(k).unwrap_or_default().to_owned();
+        let key = (
+            attr("mcp.method.name"),
+            attr("gen_ai.tool.name"),
+            attr("strata.outcome"),
+            attr("strata.layer"),
+        );
+        *got.entry(key).or_insert(0) += 1;
+    }
+    let listing: Vec<String> = got.iter().map(|(k, n)| format!("{k:?} = {n}")).collect();
+    fs::write(dir.join("spans.txt"), listing.join("\n")).unwrap();
+    let mut diffs = Vec::new();
+    for key in counted.keys().chain(got.keys()) {
+        let (want, have) = (
+            counted.get(key).copied().unwrap_or(0),
+            got.get(key).copied().unwrap_or(0),
+        );
+        if want != have
+            && !diffs
+                .iter()
+                .any(|d: &String| d.starts_with(&format!("{key:?}")))
+        {
+            diffs.push(format!(
+                "{key:?}: strata counted {want}, SERVER spans {have}"
+            ));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{client}: SERVER spans differ from strata_calls_total ({} spans for {total} calls; \
+         listing in {}):\n{}",
+        spans.len(),
+        dir.display(),
+        diffs.join("\n")
+    );
+    for span in &spans {
+        assert_eq!(
+            span.resource.get("service.name"),
+            Some(&Attr::Str("strata-sdk".into())),
+            "{client}: the config file's resource: {span:?}"
+        );
+    }
+    for (era, e) in proxied["eras"].as_object().unwrap() {
+        let version = e["protocol_version"].as_str().unwrap();
+        assert!(
+            spans
+                .iter()
+                .any(|s| s.str_attr("mcp.protocol.version") == Some(version)),
+            "{client} {era}: no SERVER span with mcp.protocol.version {version}"
+        );
+    }
 }
 
 fn describe(doc: &Value) -> String {

@@ -6,12 +6,12 @@
 # which prints one table and writes it as JSON under target/bench/ (proxy-last.json is
 # compared with the next run).
 #
-#   bash bench/proxy.sh               # everything, about 15 minutes on 2 cores (8 of them the build)
+#   bash bench/proxy.sh               # everything, about 17 minutes on 2 cores (8 of them the build)
 #   bash bench/proxy.sh --quick       # smoke test: seconds per part, no classifier bench, plain build
 #   bash bench/proxy.sh --no-scan     # skip the classifier benchmark
 #   bash bench/proxy.sh --no-pgo      # measure a plain `cargo build --release` instead
 #   bash bench/proxy.sh --only load --agents 64 --rounds 3   # a part (load, testbed, sse,
-#                                     # big, streams) and other harness options
+#                                     # big, streams, telemetry) and other harness options
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"

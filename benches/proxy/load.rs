@@ -239,3 +239,24 @@ pub(crate) async fn hold(addr: SocketAddr) -> anyhow::Result<Held> {
     };
     timeout(CALL_LIMIT, open).await?
 }
+
+/// `GET path` on `addr` (strata's admin listener): the body as text.
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let fetch = async {
+        let mut conn = connect(addr).await?;
+        let mut req = Request::new(Full::new(Bytes::new()));
+        *req.uri_mut() = path.parse()?;
+        req.headers_mut().insert(
+            header::HOST,
+            header::HeaderValue::from_str(&addr.to_string())?,
+        );
+        conn.ready().await?;
+        let resp = conn.send_request(req).await?;
+        if !resp.status().is_success() {
+            bail!("GET {path}: status {}", resp.status());
+        }
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    };
+    timeout(CALL_LIMIT, fetch).await?
+}

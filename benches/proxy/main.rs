@@ -8,7 +8,8 @@
 //!   it as JSON (comparing with the last run's JSON when there is one);
 //! - `proxy --role upstream`: the fast fixed-response upstream, started by the harness;
 //! - `proxy --bench --train [options]`: the same loads through strata alone (no direct
-//!   connection, no nginx, no table), to train a profile-instrumented build (`bench/pgo.sh`).
+//!   connection, no nginx, no table), to train a profile-instrumented build (`bench/pgo.sh`);
+//!   one of the processes trained exports every call's spans to the harness's OTLP sink.
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs bench targets) it does nothing.
 
@@ -18,7 +19,9 @@ mod measure;
 mod procs;
 mod report;
 mod run;
+mod sink;
 mod targets;
+mod telemetry;
 mod upstream;
 
 use std::path::PathBuf;
@@ -40,7 +43,10 @@ pub(crate) struct Plan {
     pub(crate) big_bytes: u64,
     pub(crate) big_rounds: usize,
     pub(crate) streams: usize,
-    /// Parts to run: load, testbed, sse, big, streams (all by default).
+    /// The telemetry part's memory runs: calls through each process (collector down, export
+    /// off).
+    pub(crate) telemetry_calls: u64,
+    /// Parts to run: load, testbed, sse, big, streams, telemetry (all by default).
     pub(crate) only: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,
@@ -71,6 +77,7 @@ impl Plan {
             big_bytes: if quick { 20 << 20 } else { 200 << 20 },
             big_rounds: if quick { 1 } else { 3 },
             streams: if quick { 500 } else { 5000 },
+            telemetry_calls: if quick { 10_000 } else { 100_000 },
             only: Vec::new(),
             strata: PathBuf::from("target/release/strata"),
             nginx: PathBuf::from("/usr/sbin/nginx"),
@@ -97,6 +104,7 @@ impl Plan {
                         .collect::<Result<_, _>>()?
                 }
                 "--streams" => plan.streams = value()?.parse()?,
+                "--telemetry-calls" => plan.telemetry_calls = value()?.parse()?,
                 "--big-mib" => plan.big_bytes = value()?.parse::<u64>()? << 20,
                 "--only" => plan.only = value()?.split(',').map(str::to_owned).collect(),
                 "--strata" => plan.strata = value()?.into(),

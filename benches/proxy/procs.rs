@@ -31,6 +31,8 @@ pub(crate) struct Target {
     pub(crate) name: &'static str,
     pub(crate) addr: SocketAddr,
     pub(crate) pids: Vec<u32>,
+    /// strata's admin listener (`GET /metrics`); `None` for nginx and the direct connection.
+    pub(crate) admin: Option<SocketAddr>,
 }
 
 impl Proc {
@@ -155,7 +157,8 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 /// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
 ///
 /// `upstream`: its URL. `extra`: more YAML lines, appended (training a profile: other
-/// settings' paths).
+/// settings' paths; the telemetry rows: [`telemetry_yaml`]). No `OTEL_*` variable of the
+/// harness's environment reaches strata: they could turn export on where a row has it off.
 pub(crate) fn strata(
     name: &'static str,
     bin: &Path,
@@ -179,7 +182,13 @@ pub(crate) fn strata(
         ),
     )?;
     let stderr = std::fs::File::create(dir.join(format!("strata-{tag}.stderr")))?;
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
+    let child = command
         .arg("--config")
         .arg(&config)
         .stdin(Stdio::null())
@@ -194,7 +203,27 @@ pub(crate) fn strata(
     };
     wait_listening(addr, &mut proc)?;
     let pids = vec![proc.pid()];
-    Ok((proc, Target { name, addr, pids }))
+    Ok((
+        proc,
+        Target {
+            name,
+            addr,
+            pids,
+            admin: Some(admin),
+        },
+    ))
+}
+
+/// The `telemetry` section for [`strata`]'s `extra`: OTLP/HTTP export to `endpoint` (a base
+/// URL), `traceidratio` sampling at `ratio`, metrics every 60 s; the span queue and its
+/// batches at their defaults (2,048 spans, 512 a request, 5 s).
+pub(crate) fn telemetry_yaml(endpoint: &str, ratio: f64) -> String {
+    format!(
+        "telemetry:\n\
+         \x20 otlp: {{ endpoint: \"{endpoint}\", protocol: http/protobuf }}\n\
+         \x20 traces: {{ sampler: traceidratio, ratio: {ratio:?} }}\n\
+         \x20 metrics: {{ interval: 60s }}\n"
+    )
 }
 
 /// nginx in front of `upstream`, configured as the issue asks: one worker per core, no
@@ -283,6 +312,7 @@ pub(crate) fn nginx(
             name: "nginx",
             addr,
             pids,
+            admin: None,
         },
     ))
 }

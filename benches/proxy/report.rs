@@ -59,7 +59,8 @@ pub(crate) fn meta(plan: &Plan, cores: usize, elapsed: Duration) -> Value {
                   JSON log on (stdout -> /dev/null), tokio workers = cores. nginx: worker_processes = \
                   cores, access_log /dev/null, proxy_buffering off, proxy_request_buffering off, \
                   HTTP/1.1 keepalive 64 to the upstream. CPU: utime+stime from /proc (nginx: master + \
-                  workers). RSS: VmRSS (nginx: sum over master + workers).",
+                  workers). RSS: VmRSS (nginx: sum over master + workers). Telemetry rows: OTLP/HTTP \
+                  export to a sink in the harness's process (own thread and runtime, same cores).",
     })
 }
 
@@ -251,6 +252,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
             f1(s("after_close_mib")),
         );
     }
+    if r.get("telemetry").is_some() {
+        telemetry_table(&mut t, &r["telemetry"]);
+    }
     if let Some(c) = r
         .get("classifier")
         .and_then(Value::as_object)
@@ -283,6 +287,134 @@ fn table(r: &Value, checks: &[Check]) -> String {
         let _ = writeln!(t, "  [{mark}] {:<55} {}", c.what, c.figures);
     }
     t
+}
+
+/// Targets of the telemetry rows, in table order (`base` only with `--baseline`).
+pub(crate) const TELEMETRY_TARGETS: [&str; 6] = ["direct", "base", "off", "r0.01", "r1", "stall"];
+
+/// The telemetry part: its load rows (CPU per call and added latency against export off), what
+/// each traced process exported, and memory with the collector down.
+fn telemetry_table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nOpenTelemetry export, fixed upstream, JSON: off | traceidratio 0.01 (r0.01) and 1.0 (r1) to the \
+         harness's OTLP sink | 1.0 to a sink that never answers (stall)"
+    );
+    let _ = writeln!(
+        t,
+        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+        "load",
+        "via",
+        "p50 us",
+        "p99 us",
+        "calls/s",
+        "+p50",
+        "+p99",
+        "cpu s/10k",
+        "cpu/off",
+        "+p50-off",
+        "+p99-off",
+        "errors"
+    );
+    if let Some(load) = r["load"].as_object() {
+        for (name, s) in load {
+            let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
+            let present = TELEMETRY_TARGETS
+                .iter()
+                .filter(|t| s["targets"].get(**t).is_some());
+            for (i, target) in present.enumerate() {
+                let traced = *target != "direct";
+                let added = |k: &str| {
+                    traced
+                        .then(|| Some(v(target, k)? - v("direct", k)?))
+                        .flatten()
+                };
+                let over_off = |k: &str| {
+                    (traced && *target != "off")
+                        .then(|| Some(v(target, k)? - v("off", k)?))
+                        .flatten()
+                };
+                let cpu_ratio = (traced && *target != "off")
+                    .then(|| Some(v(target, "cpu_s_per_10k")? / v("off", "cpu_s_per_10k")?))
+                    .flatten();
+                let _ = writeln!(
+                    t,
+                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+                    if i == 0 { name.as_str() } else { "" },
+                    target,
+                    f1(v(target, "p50_us")),
+                    f1(v(target, "p99_us")),
+                    f0(v(target, "rps")),
+                    dash(added("p50_us"), f1),
+                    dash(added("p99_us"), f1),
+                    dash(v(target, "cpu_s_per_10k"), f2),
+                    dash(cpu_ratio, f2),
+                    dash(over_off("p50_us"), f1),
+                    dash(over_off("p99_us"), f1),
+                    f0(v(target, "errors")),
+                );
+            }
+        }
+    }
+    if let Some(exports) = r["exports"].as_object() {
+        let _ = writeln!(
+            t,
+            "  exported over the rows (warm-ups included): calls counted by strata, OTLP requests and bytes the sink read, spans dropped"
+        );
+        for (name, e) in exports {
+            let v = |k: &str| num(e, k);
+            let sink = if e["sink"].is_null() {
+                "no sink".to_owned()
+            } else {
+                format!(
+                    "{} trace requests{}, {} KiB, {} B/call; {} metric requests",
+                    f0(v("/sink/traces/requests")),
+                    if name == "stall" { " (held)" } else { "" },
+                    f0(v("/sink/traces/bytes").map(|b| b / 1024.0)),
+                    f0(v("/trace_bytes_per_call")),
+                    f0(v("/sink/metrics/requests")),
+                )
+            };
+            let _ = writeln!(
+                t,
+                "  {:<7} {:>9} calls  dropped {:>9}  {}",
+                name,
+                f0(v("/calls")),
+                f0(v("/dropped_spans")),
+                sink
+            );
+        }
+    }
+    if let Some(m) = r["memory"].as_object() {
+        let _ = writeln!(
+            t,
+            "  collector down ({}, nothing listening): {} calls at {} agents per process, RSS (MiB) before -> after",
+            m.get("endpoint").and_then(Value::as_str).unwrap_or("?"),
+            f0(m.get("calls").and_then(Value::as_f64)),
+            f0(m.get("agents").and_then(Value::as_f64)),
+        );
+        for target in ["off", "down"] {
+            let v = |k: &str| num(r, &format!("/memory/targets/{target}/{k}"));
+            if v("before_mib").is_none() {
+                continue;
+            }
+            let _ = writeln!(
+                t,
+                "  {:<7} {:>6} -> {:>6} ({:>+5}), max {:>6}, {:>5} after the drops; {} calls in {} s, {} errors; spans dropped {} of {}",
+                target,
+                f1(v("before_mib")),
+                f1(v("after_mib")),
+                f1(v("growth_mib")),
+                f1(v("max_mib")),
+                f1(v("after_drops_mib")),
+                f0(v("calls")),
+                f1(v("secs")),
+                f0(v("errors")),
+                dash(v("dropped_spans").filter(|_| target != "off"), f0),
+                dash(v("spans").filter(|_| target != "off"), f0),
+            );
+        }
+    }
 }
 
 fn dash(x: Option<f64>, f: fn(Option<f64>) -> String) -> String {
@@ -332,6 +464,21 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
     out.push((
         "streams: strata KiB/stream".into(),
         num(r, "/streams/targets/strata/kib_per_stream"),
+    ));
+    if let Some(load) = r["telemetry"]["load"].as_object() {
+        for (name, s) in load {
+            let cpu = |t: &str| num(s, &format!("/targets/{t}/cpu_s_per_10k"));
+            for t in ["r0.01", "r1"] {
+                out.push((
+                    format!("telemetry {name}: {t} cpu / off"),
+                    cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
+                ));
+            }
+        }
+    }
+    out.push((
+        "telemetry down: RSS growth MiB".into(),
+        num(r, "/telemetry/memory/targets/down/growth_mib"),
     ));
     out
 }

@@ -1,5 +1,6 @@
 //! The run: two stacks in turn — the fixed upstream with nginx and strata in front of it, then
-//! the testbed with its own nginx and strata — every measurement on each, then the report.
+//! the testbed with its own nginx and strata — every measurement on each, then the telemetry
+//! part (its own processes: `telemetry.rs`), then the report.
 
 use std::time::Duration;
 
@@ -12,14 +13,31 @@ use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec};
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::report;
+use crate::sink::{Mode, Sink};
+use crate::telemetry;
 
 /// The testbed's SSE call: two progress notifications with no pause, then the result.
 const TESTBED_SSE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sse_drip","arguments":{"count":2,"interval_ms":0}}}"#;
 
-/// Processes of one stack, ended (in reverse) when dropped.
+/// Processes of one stack, ended (in reverse) when dropped; then its OTLP sinks (a traced
+/// strata flushes to its sink as it exits), each saying what it received.
 struct Stack {
     targets: Vec<Target>,
-    _procs: Vec<Proc>,
+    procs: Vec<Proc>,
+    sinks: Vec<Sink>,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.procs.clear();
+        for sink in self.sinks.drain(..) {
+            let f = sink.figures();
+            eprintln!(
+                "otlp sink: {} trace requests ({} bytes), {} metric requests",
+                f["traces"]["requests"], f["traces"]["bytes"], f["metrics"]["requests"]
+            );
+        }
+    }
 }
 
 fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow::Result<Stack> {
@@ -32,9 +50,11 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     let up_url = format!("http://{up}");
     if plan.train {
         // Training: strata's own paths only, with the default config, with retries off (the
-        // body then streams to the upstream through hyper's client: the other common path)
-        // and, in front of the fixed upstream, to it over TLS (`https://`: rustls and hyper's
-        // client); another target's load would only take time.
+        // body then streams to the upstream through hyper's client: the other common path),
+        // with every call traced (OpenTelemetry export on at ratio 1.0, to the harness's
+        // sink: the span-building and export paths) and, in front of the fixed upstream, to it
+        // over TLS (`https://`: rustls and hyper's client); another target's load would only
+        // take time.
         let (default_proc, default) =
             procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
         let (no_retry_proc, no_retry) = procs::strata(
@@ -45,8 +65,17 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
             &format!("{tag}-no-retry"),
             "retry: { max_attempts: 1 }\n",
         )?;
-        let mut targets = vec![default, no_retry];
-        let mut procs = vec![default_proc, no_retry_proc];
+        let sink = Sink::start(Mode::Answer)?;
+        let (traced_proc, traced) = procs::strata(
+            "traced",
+            &plan.strata,
+            &up_url,
+            scratch.path(),
+            &format!("{tag}-traced"),
+            &procs::telemetry_yaml(&sink.endpoint(), 1.0),
+        )?;
+        let mut targets = vec![default, no_retry, traced];
+        let mut procs = vec![default_proc, no_retry_proc, traced_proc];
         if !testbed {
             let (tls_up_proc, tls_up) = procs::upstream(true)?;
             let (tls_proc, tls) = procs::strata(
@@ -63,7 +92,8 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
         procs.push(up_proc);
         return Ok(Stack {
             targets,
-            _procs: procs,
+            procs,
+            sinks: vec![sink],
         });
     }
     let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
@@ -73,6 +103,7 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
         name: "direct",
         addr: up,
         pids: Vec::new(),
+        admin: None,
     };
     let mut targets = vec![direct, nginx];
     // Dropped in this order: the proxies before their upstream.
@@ -93,7 +124,8 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     procs.push(up_proc);
     Ok(Stack {
         targets,
-        _procs: procs,
+        procs,
+        sinks: Vec::new(),
     })
 }
 
@@ -178,6 +210,14 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
                 load.insert(spec.name(), figures);
             }
         }
+    }
+    // Not in training: its stalling sink and closed port would lay out the paths of a
+    // collector that fails as hot (the traced process above trains the export path).
+    if plan.runs("telemetry") && !plan.train {
+        out.insert(
+            "telemetry".into(),
+            telemetry::run(&rt, plan, &scratch, tck).context("telemetry part")?,
+        );
     }
     if plan.train {
         // A profile of failing calls would lay out the error paths as hot: nearly every call

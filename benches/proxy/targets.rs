@@ -5,6 +5,19 @@ use serde_json::Value;
 
 use crate::report::num;
 
+/// Export on at `traceidratio` 0.01: CPU per call ÷ export off, at most.
+pub(crate) const TRACE_SAMPLED_CPU: f64 = 1.05;
+/// Export on at 1.0 (every call traced): CPU per call ÷ export off, at most.
+pub(crate) const TRACE_ALL_CPU: f64 = 1.5;
+/// A collector that never answers, 1 agent: added p50 at most this × export off's, plus
+/// [`STALL_P50_SLACK_US`]. The 1-agent latencies of one build move a few µs between the
+/// interleaved rounds of one run; a stall that held calls up would add a request's whole wait.
+pub(crate) const STALL_P50_FACTOR: f64 = 1.1;
+pub(crate) const STALL_P50_SLACK_US: f64 = 5.0;
+/// The collector down: RSS growth over the calls at most export off's plus this (MiB). The
+/// span queue holds 2,048 spans at most and a batch 512 more: a few MiB.
+pub(crate) const DOWN_RSS_SLACK_MIB: f64 = 8.0;
+
 /// A target of the issue: what was measured, and whether it is met.
 pub(crate) struct Check {
     pub(crate) what: String,
@@ -101,7 +114,67 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
             .map_or("n/a".into(), |(w, n)| format!("strata {w:.2}x nginx ({n})")),
         worst.map(|(w, _)| w <= 1.0),
     ));
+    telemetry(r, &mut out);
     out
+}
+
+/// The telemetry part's targets: CPU per call with export on against off, a stalled
+/// collector's effect on latency, and memory with the collector down.
+fn telemetry(r: &Value, out: &mut Vec<Check>) {
+    let t = |s: &str, target: &str, k: &str| {
+        num(r, &format!("/telemetry/load/{s}/targets/{target}/{k}"))
+    };
+    for agents in [1, 64] {
+        let s = format!("fixed json c={agents}");
+        for (target, ratio, limit) in [
+            ("r0.01", "0.01", TRACE_SAMPLED_CPU),
+            ("r1", "1.0", TRACE_ALL_CPU),
+        ] {
+            let cpu = |x| t(&s, x, "cpu_s_per_10k");
+            let rel = cpu(target).zip(cpu("off")).map(|(a, b)| a / b);
+            out.push(check(
+                format!("telemetry c={agents}: ratio {ratio} CPU/call <= {limit:.2}x off"),
+                format!(
+                    "{} x ({} s vs {} s per 10k)",
+                    f2(rel),
+                    f2(cpu(target)),
+                    f2(cpu("off"))
+                ),
+                rel.map(|x| x <= limit),
+            ));
+        }
+    }
+    let s = "fixed json c=1";
+    let added = |x: &str| Some(t(s, x, "p50_us")? - t(s, "direct", "p50_us")?);
+    let (stall, off) = (added("stall"), added("off"));
+    let bound = off.map(|o| o * STALL_P50_FACTOR + STALL_P50_SLACK_US);
+    // r1 builds the same spans and sends them: beside it, the stall's own effect.
+    out.push(check(
+        format!(
+            "telemetry stall c=1: +p50 <= {STALL_P50_FACTOR}x off's + {STALL_P50_SLACK_US:.0} us"
+        ),
+        format!(
+            "stall {} us, off {} us (bound {} us); r1 {} us",
+            f1(stall),
+            f1(off),
+            f1(bound),
+            f1(added("r1"))
+        ),
+        stall.zip(bound).map(|(s, b)| s <= b),
+    ));
+    let m = |x: &str, k: &str| num(r, &format!("/telemetry/memory/targets/{x}/{k}"));
+    let (down, off) = (m("down", "growth_mib"), m("off", "growth_mib"));
+    out.push(check(
+        format!("telemetry collector down: RSS growth <= off's + {DOWN_RSS_SLACK_MIB:.0} MiB"),
+        format!(
+            "down {} MiB, off {} MiB over {} calls; {} spans dropped",
+            f1(down),
+            f1(off),
+            f0(m("down", "calls")),
+            f0(m("down", "dropped_spans"))
+        ),
+        down.zip(off).map(|(d, o)| d <= o + DOWN_RSS_SLACK_MIB),
+    ));
 }
 
 pub(crate) fn f0(x: Option<f64>) -> String {

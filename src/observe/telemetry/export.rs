@@ -11,8 +11,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::TelemetryError;
 use super::exporters;
@@ -23,10 +23,15 @@ use crate::metrics::{Metrics, TelemetrySignal};
 /// How often losses are logged, at most (each interval's total in one line).
 const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// Where calls leave their spans.
+/// Where calls leave their spans. Offering wakes no one: the export thread comes for the
+/// spans every `schedule_delay`, or as soon as a batch's worth is queued — a wake-up (a
+/// futex call and a switch of threads) per span was most of a traced call's cost.
 #[derive(Clone)]
 pub(super) struct SpanQueue {
     tx: mpsc::Sender<SpanData>,
+    /// Told when a batch's worth is queued.
+    full: Arc<Notify>,
+    batch: usize,
     metrics: Arc<Metrics>,
     /// Spans dropped since the last log line.
     dropped: Arc<AtomicU64>,
@@ -38,6 +43,10 @@ impl SpanQueue {
         if self.tx.try_send(span).is_err() {
             self.metrics.telemetry_dropped(TelemetrySignal::Traces, 1);
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.tx.max_capacity() - self.tx.capacity() >= self.batch {
+            self.full.notify_one();
         }
     }
 }
@@ -66,8 +75,11 @@ pub(super) fn start(
 ) -> Result<(Option<SpanQueue>, ExportThread), TelemetryError> {
     let (tx, rx) = mpsc::channel(config.batching.max_queue_size);
     let dropped = Arc::new(AtomicU64::new(0));
+    let full = Arc::new(Notify::new());
     let queue = config.traces_endpoint.as_ref().map(|_| SpanQueue {
         tx,
+        full: full.clone(),
+        batch: config.batching.max_export_batch_size,
         metrics: counters.clone(),
         dropped: dropped.clone(),
     });
@@ -89,11 +101,12 @@ pub(super) fn start(
                 }
             };
             runtime.block_on(async move {
-                let pipeline = Pipeline::build(config, resource, rx, reader, counters, dropped);
+                let pipeline = Pipeline::build(config, resource, rx, reader, counters, dropped)
+                    .map(|pipeline| (pipeline, full));
                 match pipeline {
-                    Ok(pipeline) => {
+                    Ok((pipeline, full)) => {
                         let _ = built_tx.send(Ok(()));
-                        pipeline.run(stop_rx).await;
+                        pipeline.run(stop_rx, full).await;
                     }
                     Err(e) => {
                         let _ = built_tx.send(Err(e));
@@ -172,52 +185,56 @@ impl Pipeline {
         })
     }
 
-    /// Batches spans (sent when a batch is full or its oldest span waited `schedule_delay`),
-    /// sends metrics every interval, and flushes both when told to stop.
-    async fn run(mut self, mut stop: oneshot::Receiver<Instant>) {
-        let batching = self.config.batching;
-        let mut batch = Vec::with_capacity(batching.max_export_batch_size);
-        let mut send_by = None;
+    /// Sends the queued spans every `schedule_delay`, or when a batch's worth is queued;
+    /// metrics every interval; both once more when told to stop.
+    async fn run(mut self, mut stop: oneshot::Receiver<Instant>, full: Arc<Notify>) {
+        let mut spans_tick = tokio::time::interval(self.config.batching.schedule_delay);
+        spans_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut metrics_tick = tokio::time::interval(self.config.metrics_interval);
         metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         metrics_tick.tick().await;
         let mut loss_log = tokio::time::interval(LOSS_LOG_EVERY);
         loss_log.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let far = Instant::now() + Duration::from_secs(86_400 * 365);
         loop {
             tokio::select! {
                 deadline = &mut stop => {
                     let deadline = deadline.unwrap_or_else(|_| Instant::now());
-                    self.flush(batch, deadline).await;
+                    self.flush(deadline).await;
                     return;
                 }
-                span = self.next_span() => match span {
-                    Some(span) => {
-                        send_by.get_or_insert(Instant::now() + batching.schedule_delay);
-                        batch.push(span);
-                        if batch.len() >= batching.max_export_batch_size {
-                            self.send_spans(std::mem::take(&mut batch)).await;
-                            send_by = None;
-                        }
-                    }
-                    // Every queue handle is gone: nothing more will come.
-                    None => self.spans = None,
-                },
-                () = sleep_until(send_by.unwrap_or(far)) => {
-                    self.send_spans(std::mem::take(&mut batch)).await;
-                    send_by = None;
-                }
+                () = full.notified() => self.send_queued().await,
+                _ = spans_tick.tick() => self.send_queued().await,
                 _ = metrics_tick.tick(), if self.metrics.is_some() => self.send_metrics().await,
                 _ = loss_log.tick() => self.log_losses(),
             }
         }
     }
 
-    async fn next_span(&mut self) -> Option<SpanData> {
-        match &mut self.spans {
-            Some((_, rx)) => rx.recv().await,
-            None => std::future::pending().await,
+    /// Every span queued now, in batches.
+    async fn send_queued(&mut self) {
+        for batch in self.take_queued() {
+            self.send_spans(batch).await;
         }
+    }
+
+    /// The queued spans, in batches of at most `max_export_batch_size`.
+    fn take_queued(&mut self) -> Vec<Vec<SpanData>> {
+        let size = self.config.batching.max_export_batch_size;
+        let mut batches = Vec::new();
+        let Some((_, rx)) = &mut self.spans else {
+            return batches;
+        };
+        let mut batch = Vec::new();
+        while let Ok(span) = rx.try_recv() {
+            batch.push(span);
+            if batch.len() == size {
+                batches.push(std::mem::take(&mut batch));
+            }
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        batches
     }
 
     async fn send_spans(&mut self, batch: Vec<SpanData>) {
@@ -253,16 +270,14 @@ impl Pipeline {
     }
 
     /// The last spans and metrics, sent before `deadline`.
-    async fn flush(&mut self, mut batch: Vec<SpanData>, deadline: Instant) {
+    async fn flush(&mut self, deadline: Instant) {
         if let Some((_, rx)) = &mut self.spans {
             rx.close();
-            while let Ok(span) = rx.try_recv() {
-                batch.push(span);
-            }
         }
+        let batches = self.take_queued();
         let flush = async {
-            for chunk in chunks(batch, self.config.batching.max_export_batch_size) {
-                self.send_spans(chunk).await;
+            for batch in batches {
+                self.send_spans(batch).await;
             }
             self.send_metrics().await;
         };
@@ -282,17 +297,6 @@ impl Pipeline {
             );
         }
     }
-}
-
-/// `batch` in pieces of at most `size`.
-fn chunks(mut batch: Vec<SpanData>, size: usize) -> Vec<Vec<SpanData>> {
-    let mut pieces = Vec::new();
-    while batch.len() > size {
-        let rest = batch.split_off(size);
-        pieces.push(std::mem::replace(&mut batch, rest));
-    }
-    pieces.push(batch);
-    pieces
 }
 
 /// Data points in a collection (what a failed export lost).

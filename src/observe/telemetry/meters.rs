@@ -4,11 +4,14 @@
 //! call counter as an OTLP sum. The SDK aggregates; the export thread collects through a
 //! [`SharedReader`] on its own schedule (`export.rs`).
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use foldhash::fast::FixedState;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, MeterProvider};
+use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, MeterProvider};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -17,7 +20,13 @@ use opentelemetry_sdk::metrics::{
     InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Temporality,
 };
 
+use crate::classify::Outcome;
 use crate::metrics::CALL_DURATION_BUCKETS;
+use crate::runtime::per_worker::PerWorker;
+
+/// Attribute sets bound per worker, at most; past it a point is recorded unbound (the SDK
+/// looks its attribute set up each time, and caps the sets at 2,000 per instrument).
+const MAX_BOUND: usize = 1024;
 
 /// The instruments every call records into.
 pub(super) struct CallMeters {
@@ -26,6 +35,34 @@ pub(super) struct CallMeters {
     server: Histogram<f64>,
     client: Histogram<f64>,
     calls: Counter<u64>,
+    /// The instruments bound to each attribute set met so far, per worker: a bound point
+    /// skips the SDK's attribute lookup (hashing every attribute, a shared lock) and this
+    /// call's attribute allocations. Each worker only ever takes its own lock.
+    bound: PerWorker<Mutex<HashMap<u64, Bound>>>,
+}
+
+/// What a point is recorded under: the call's or the attempt's attributes.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(super) struct PointKey<'a> {
+    pub method: &'a str,
+    pub tool: Option<&'a str>,
+    pub error_type: Option<&'a str>,
+    /// The call's outcome; `None` for an attempt.
+    pub outcome: Option<Outcome>,
+}
+
+/// The instruments bound to one attribute set, and the set's key.
+struct Bound {
+    method: Box<str>,
+    tool: Option<Box<str>>,
+    error_type: Option<Box<str>>,
+    outcome: Option<Outcome>,
+    instruments: Instruments,
+}
+
+enum Instruments {
+    Call(BoundHistogram<f64>, BoundCounter<u64>),
+    Attempt(BoundHistogram<f64>),
 }
 
 /// The reader the export thread collects through (the provider owns one handle of it).
@@ -64,19 +101,91 @@ impl CallMeters {
                 .with_description("JSON-RPC calls classified, by layer and outcome.")
                 .build(),
             _provider: provider,
+            bound: PerWorker::new(|| Mutex::new(HashMap::new())),
         };
         (meters, reader)
     }
 
-    /// One call, with its attributes (method, tool, error type, layer, outcome).
-    pub(super) fn call(&self, duration: Duration, attributes: &[KeyValue]) {
-        self.server.record(duration.as_secs_f64(), attributes);
-        self.calls.add(1, attributes);
+    /// One call (`key.outcome` set) or one upstream attempt, lasting `duration`.
+    pub(super) fn record(&self, key: PointKey<'_>, duration: Duration) {
+        let seconds = duration.as_secs_f64();
+        let hash = FixedState::default().hash_one(key);
+        let mut bound = self.bound.here().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = bound.get(&hash).filter(|b| b.is(key)) {
+            hit.instruments.record(seconds);
+            return;
+        }
+        let attributes = key.attributes();
+        if bound.len() >= MAX_BOUND || bound.contains_key(&hash) {
+            drop(bound);
+            match key.outcome {
+                Some(_) => {
+                    self.server.record(seconds, &attributes);
+                    self.calls.add(1, &attributes);
+                }
+                None => self.client.record(seconds, &attributes),
+            }
+            return;
+        }
+        let instruments = match key.outcome {
+            Some(_) => {
+                Instruments::Call(self.server.bind(&attributes), self.calls.bind(&attributes))
+            }
+            None => Instruments::Attempt(self.client.bind(&attributes)),
+        };
+        instruments.record(seconds);
+        bound.insert(hash, Bound::of(key, instruments));
+    }
+}
+
+impl PointKey<'_> {
+    /// The attributes: `mcp.method.name`, `gen_ai.tool.name`, `error.type`, and for a call
+    /// `strata.layer` and `strata.outcome`.
+    fn attributes(&self) -> Vec<KeyValue> {
+        let mut attributes = Vec::with_capacity(5);
+        attributes.push(KeyValue::new("mcp.method.name", self.method.to_owned()));
+        if let Some(tool) = self.tool {
+            attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+        }
+        if let Some(ty) = self.error_type {
+            attributes.push(KeyValue::new("error.type", ty.to_owned()));
+        }
+        if let Some(outcome) = self.outcome {
+            attributes.push(KeyValue::new("strata.layer", outcome.layer().as_str()));
+            attributes.push(KeyValue::new("strata.outcome", outcome.as_str()));
+        }
+        attributes
+    }
+}
+
+impl Bound {
+    fn of(key: PointKey<'_>, instruments: Instruments) -> Bound {
+        Bound {
+            method: key.method.into(),
+            tool: key.tool.map(Into::into),
+            error_type: key.error_type.map(Into::into),
+            outcome: key.outcome,
+            instruments,
+        }
     }
 
-    /// One upstream attempt.
-    pub(super) fn attempt(&self, duration: Duration, attributes: &[KeyValue]) {
-        self.client.record(duration.as_secs_f64(), attributes);
+    fn is(&self, key: PointKey<'_>) -> bool {
+        *self.method == *key.method
+            && self.tool.as_deref() == key.tool
+            && self.error_type.as_deref() == key.error_type
+            && self.outcome == key.outcome
+    }
+}
+
+impl Instruments {
+    fn record(&self, seconds: f64) {
+        match self {
+            Instruments::Call(duration, calls) => {
+                duration.record(seconds);
+                calls.add(1);
+            }
+            Instruments::Attempt(duration) => duration.record(seconds),
+        }
     }
 }
 

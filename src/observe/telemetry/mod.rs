@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, SpanKind};
-use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     IdGenerator, RandomIdGenerator, Sampler, SamplingDecision, ShouldSample,
@@ -33,7 +33,7 @@ use crate::observe::call_record::CallRecord;
 use crate::observe::call_trace::{CallTrace, TraceIds};
 
 use export::{ExportThread, SpanQueue};
-use meters::CallMeters;
+use meters::{CallMeters, PointKey};
 use parent::Carrier;
 use spans::{Clock, Shared};
 
@@ -170,14 +170,16 @@ impl Telemetry {
     }
 
     fn trace(&self, queue: &SpanQueue, call: &FinishedCall<'_>) {
-        let name = spans::name(call);
+        // The samplers strata offers decide on the trace id and the parent alone: the span's
+        // name is made only for a sampled call.
         let ids = match call.trace.and_then(|t| t.ids.clone()) {
             Some(ids) => ids,
-            None => self.decide(call.trace, call.context, &name),
+            None => self.decide(call.trace, call.context, &call.record.method),
         };
         if !ids.sampled {
             return;
         }
+        let name = spans::name(call);
         let record = call.record;
         let shared = Shared {
             call,
@@ -215,41 +217,32 @@ fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
         record.http_statuses.last().copied(),
         record.error_code,
     );
-    let mut attributes = Vec::with_capacity(5);
-    attributes.push(KeyValue::new("mcp.method.name", record.method.to_string()));
-    if let Some(tool) = record.tool.as_deref() {
-        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
-    }
-    let named = attributes.len();
-    if let Some(ty) = &error_type {
-        attributes.push(KeyValue::new("error.type", Value::from(ty.clone())));
-    }
-    attributes.push(KeyValue::new(
-        "strata.layer",
-        record.outcome.layer().as_str(),
-    ));
-    attributes.push(KeyValue::new("strata.outcome", record.outcome.as_str()));
-    meters.call(record.duration, &attributes);
+    let key = PointKey {
+        method: &record.method,
+        tool: record.tool.as_deref(),
+        error_type: error_type.as_deref(),
+        outcome: Some(record.outcome),
+    };
+    meters.record(key, record.duration);
     let Some(trace) = call.trace else {
         return;
     };
     let end = call.started + record.duration;
     let last = trace.attempts.len();
     for (i, attempt) in trace.attempts.iter().enumerate() {
-        attributes.truncate(named);
-        let ty = match (attempt.failure, i + 1 == last) {
-            (Some(failure), _) => Some(error_type::of_failure(failure)),
-            (None, true) => error_type.clone(),
+        let failed = attempt.failure.map(error_type::of_failure);
+        let error_type = match (&failed, i + 1 == last) {
+            (Some(failed), _) => Some(failed.as_ref()),
+            (None, true) => error_type.as_deref(),
             (None, false) => None,
         };
-        if let Some(ty) = ty {
-            attributes.push(KeyValue::new("error.type", Value::from(ty)));
-        }
         let ended = attempt.ended.unwrap_or(end);
-        meters.attempt(
-            ended.saturating_duration_since(attempt.started),
-            &attributes,
-        );
+        let key = PointKey {
+            error_type,
+            outcome: None,
+            ..key
+        };
+        meters.record(key, ended.saturating_duration_since(attempt.started));
     }
 }
 

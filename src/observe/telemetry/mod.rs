@@ -182,6 +182,7 @@ impl Telemetry {
         let name = spans::name(call);
         let record = call.record;
         let shared = Shared {
+            common: spans::common(call),
             call,
             name,
             scope: &self.scope,

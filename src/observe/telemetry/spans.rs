@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use std::time::SystemTime;
 
 use opentelemetry::trace::{Event, SpanContext, SpanId, SpanKind, Status, TraceFlags};
-use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use std::sync::Arc;
+
+use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use tokio::time::Instant;
 
@@ -47,6 +49,8 @@ pub(super) struct Shared<'a> {
     pub clock: Clock,
     pub ids: TraceIds,
     pub error_type: Option<Cow<'static, str>>,
+    /// The attributes every span of the call carries ([`common`]).
+    pub common: Vec<KeyValue>,
 }
 
 /// The span's name: `{mcp.method.name} {target}`, the target being the tool or prompt.
@@ -62,7 +66,7 @@ pub(super) fn name(call: &FinishedCall<'_>) -> Cow<'static, str> {
 pub(super) fn server(shared: &Shared<'_>) -> SpanData {
     let call = shared.call;
     let record = call.record;
-    let mut attributes = common(call);
+    let mut attributes = shared.common.clone();
     if let Some(trace) = call.trace {
         attributes.push(KeyValue::new(
             "client.address",
@@ -138,7 +142,7 @@ pub(super) fn client(
     last: bool,
 ) -> SpanData {
     let call = shared.call;
-    let mut attributes = common(call);
+    let mut attributes = shared.common.clone();
     let (address, port) = server_address(call.record.upstream);
     attributes.push(KeyValue::new("server.address", address.to_owned()));
     if let Some(port) = port {
@@ -203,29 +207,30 @@ pub(super) fn client(
 }
 
 /// The attributes both kinds carry.
-fn common(call: &FinishedCall<'_>) -> Vec<KeyValue> {
+/// Made once per call and cloned into each of its spans: a text is one shared allocation,
+/// not one a span.
+pub(super) fn common(call: &FinishedCall<'_>) -> Vec<KeyValue> {
     let record = call.record;
+    let shared = |text: &str| Value::String(StringValue::from(Arc::<str>::from(text)));
     let mut attributes = Vec::with_capacity(24);
-    attributes.push(KeyValue::new("mcp.method.name", record.method.to_string()));
+    attributes.push(KeyValue::new("mcp.method.name", shared(&record.method)));
     if let Some(tool) = record.tool.as_deref() {
-        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.tool.name", shared(tool)));
         attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
     }
     if let Some(prompt) = call.prompt() {
-        attributes.push(KeyValue::new("gen_ai.prompt.name", prompt.to_owned()));
+        attributes.push(KeyValue::new("gen_ai.prompt.name", shared(prompt)));
     }
     if let Some(uri) = call.context.and_then(|c| c.resource_uri.as_deref()) {
-        attributes.push(KeyValue::new("mcp.resource.uri", uri.to_owned()));
+        attributes.push(KeyValue::new("mcp.resource.uri", shared(uri)));
     }
-    attributes.push(KeyValue::new(
-        "jsonrpc.request.id",
-        request_id(&record.jsonrpc_id),
-    ));
+    let id = request_id(&record.jsonrpc_id);
+    attributes.push(KeyValue::new("jsonrpc.request.id", shared(&id)));
     if let Some(session) = &record.session {
-        attributes.push(KeyValue::new("mcp.session.id", session.as_str().to_owned()));
+        attributes.push(KeyValue::new("mcp.session.id", shared(session.as_str())));
     }
     if let Some(version) = record.protocol_version.as_deref() {
-        attributes.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
+        attributes.push(KeyValue::new("mcp.protocol.version", shared(version)));
     }
     attributes.push(KeyValue::new("network.transport", "tcp"));
     attributes.push(KeyValue::new("network.protocol.name", "http"));

@@ -31,6 +31,7 @@ use super::super::telemetry::{
     OtelEnv, OtlpProtocol, Propagate, SamplerConfig, SpanBatching, TelemetryConfig,
 };
 use super::super::units::{self, MAX_DURATION, Zero};
+use super::tls::existing_file;
 use super::{Validator, count};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -541,16 +542,6 @@ fn percent_decode(text: &str) -> Option<String> {
         out.push(u8::try_from(high * 16 + low).ok()?);
     }
     String::from_utf8(out).ok()
-}
-
-/// A path that must name a file, relative to `dir`.
-fn existing_file(dir: &Path, text: &str) -> Result<PathBuf, String> {
-    let path = dir.join(text);
-    match std::fs::metadata(&path) {
-        Ok(meta) if meta.is_file() => Ok(path),
-        Ok(_) => Err(format!("{} is not a file", quoted(text))),
-        Err(e) => Err(format!("cannot read {}: {e}", quoted(text))),
-    }
 }
 
 #[cfg(test)]

@@ -59,7 +59,8 @@ impl Validator<'_> {
     }
 }
 
-fn existing_file(dir: &Path, text: &str) -> Result<PathBuf, String> {
+/// A path that must name a file, relative to `dir`.
+pub(super) fn existing_file(dir: &Path, text: &str) -> Result<PathBuf, String> {
     let path = dir.join(text);
     match std::fs::metadata(&path) {
         Ok(meta) if meta.is_file() => Ok(path),

@@ -23,28 +23,36 @@ use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use super::TelemetryError;
 use crate::config::{OtlpProtocol, TelemetryConfig};
 
+/// An exporter of either signal, built the same way: the two builders share their methods
+/// but no trait to name them by.
+macro_rules! exporter {
+    ($builder:expr, $config:expr, $endpoint:expr) => {
+        match $config.protocol {
+            OtlpProtocol::HttpProtobuf => $builder
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .with_endpoint($endpoint)
+                .with_timeout($config.timeout)
+                .with_http_client(Collector::new($config)?)
+                .build(),
+            OtlpProtocol::Grpc => $builder
+                .with_tonic()
+                .with_endpoint($endpoint)
+                .with_timeout($config.timeout)
+                .with_interceptor(HeadersLast(Arc::new(metadata($config))))
+                .with_tls_config(grpc_tls($config, $endpoint)?)
+                .build(),
+        }
+        .map_err(|e| TelemetryError::Exporter(e.to_string()))
+    };
+}
+
 /// The span exporter for `endpoint`.
 pub(super) fn spans(
     config: &TelemetryConfig,
     endpoint: &str,
 ) -> Result<SpanExporter, TelemetryError> {
-    let built = match config.protocol {
-        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(endpoint)
-            .with_timeout(config.timeout)
-            .with_http_client(Collector::new(config)?)
-            .build(),
-        OtlpProtocol::Grpc => SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_timeout(config.timeout)
-            .with_interceptor(HeadersLast(Arc::new(metadata(config))))
-            .with_tls_config(grpc_tls(config, endpoint)?)
-            .build(),
-    };
-    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+    exporter!(SpanExporter::builder(), config, endpoint)
 }
 
 /// The metric exporter for `endpoint`.
@@ -52,23 +60,7 @@ pub(super) fn metrics(
     config: &TelemetryConfig,
     endpoint: &str,
 ) -> Result<MetricExporter, TelemetryError> {
-    let built = match config.protocol {
-        OtlpProtocol::HttpProtobuf => MetricExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(endpoint)
-            .with_timeout(config.timeout)
-            .with_http_client(Collector::new(config)?)
-            .build(),
-        OtlpProtocol::Grpc => MetricExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_timeout(config.timeout)
-            .with_interceptor(HeadersLast(Arc::new(metadata(config))))
-            .with_tls_config(grpc_tls(config, endpoint)?)
-            .build(),
-    };
-    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+    exporter!(MetricExporter::builder(), config, endpoint)
 }
 
 /// Sets the configured headers on each gRPC request, over any the environment added.

@@ -117,21 +117,17 @@ pub(super) fn server(shared: &Shared<'_>) -> SpanData {
     }
     let (status, error) = status(shared.error_type.as_ref(), record.error_message.as_deref());
     attributes.extend(error);
-    SpanData {
-        span_context: context(&shared.ids, shared.ids.server),
-        parent_span_id: shared.ids.parent,
-        parent_span_is_remote: shared.ids.parent != SpanId::INVALID,
-        span_kind: SpanKind::Server,
-        name: shared.name.clone(),
-        start_time: shared.clock.at(call.started),
-        end_time: shared.clock.end(),
+    let mut span = shared.span(
+        SpanKind::Server,
+        shared.ids.server,
         attributes,
-        dropped_attributes_count: 0,
-        events: span_events(events),
-        links: SpanLinks::default(),
+        events,
         status,
-        instrumentation_scope: shared.scope.clone(),
-    }
+    );
+    span.parent_span_id = shared.ids.parent;
+    span.parent_span_is_remote = shared.ids.parent != SpanId::INVALID;
+    span.start_time = shared.clock.at(call.started);
+    span
 }
 
 /// The CLIENT span of attempt `n` (1-based); `last`: the attempt that answered the call.
@@ -187,22 +183,50 @@ pub(super) fn client(
         .flatten();
     let (status, error) = status(error_type.as_ref(), message);
     attributes.extend(error);
-    SpanData {
-        span_context: context(&shared.ids, attempt.span.unwrap_or_else(super::new_span_id)),
-        parent_span_id: shared.ids.server,
-        parent_span_is_remote: false,
-        span_kind: SpanKind::Client,
-        name: shared.name.clone(),
-        start_time: shared.clock.at(attempt.started),
-        end_time: attempt
-            .ended
-            .map_or(shared.clock.end(), |t| shared.clock.at(t)),
-        attributes,
-        dropped_attributes_count: 0,
-        events: span_events(events),
-        links: SpanLinks::default(),
-        status,
-        instrumentation_scope: shared.scope.clone(),
+    let id = attempt.span.unwrap_or_else(super::new_span_id);
+    let mut span = shared.span(SpanKind::Client, id, attributes, events, status);
+    span.parent_span_id = shared.ids.server;
+    span.start_time = shared.clock.at(attempt.started);
+    if let Some(ended) = attempt.ended {
+        span.end_time = shared.clock.at(ended);
+    }
+    span
+}
+
+impl Shared<'_> {
+    /// A span of the call: no parent, starting and ending at the call's end (the caller sets what
+    /// differs).
+    fn span(
+        &self,
+        kind: SpanKind,
+        id: SpanId,
+        attributes: Vec<KeyValue>,
+        events: Vec<Event>,
+        status: Status,
+    ) -> SpanData {
+        let mut all = SpanEvents::default();
+        all.events = events;
+        SpanData {
+            span_context: SpanContext::new(
+                self.ids.trace,
+                id,
+                TraceFlags::SAMPLED,
+                false,
+                self.ids.state.clone(),
+            ),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: kind,
+            name: self.name.clone(),
+            start_time: self.clock.end(),
+            end_time: self.clock.end(),
+            attributes,
+            dropped_attributes_count: 0,
+            events: all,
+            links: SpanLinks::default(),
+            status,
+            instrumentation_scope: self.scope.clone(),
+        }
     }
 }
 
@@ -286,22 +310,6 @@ fn protocol_version(version: http::Version) -> &'static str {
         http::Version::HTTP_10 => "1.0",
         _ => "1.1",
     }
-}
-
-fn context(ids: &TraceIds, span: SpanId) -> SpanContext {
-    SpanContext::new(
-        ids.trace,
-        span,
-        TraceFlags::SAMPLED,
-        false,
-        ids.state.clone(),
-    )
-}
-
-fn span_events(events: Vec<Event>) -> SpanEvents {
-    let mut all = SpanEvents::default();
-    all.events = events;
-    all
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub const CALL_TARGET: &str = "strata::call";
 pub struct CallRecord<'a> {
     /// The upstream's configured name or address (borrowed from the call's context: a
     /// clone of its `Arc` was two atomic operations a call).
-    pub upstream: &'a str,
+    pub upstream: Cow<'a, str>,
     /// The `Mcp-Session-Id`, hashed; `None` before a session exists (initialize).
     pub session: Option<SessionHash>,
     /// `clientInfo` as `name@version`, from this session's initialize, when strata saw it.
@@ -94,14 +94,14 @@ pub fn hash_session(id: &str) -> String {
 impl<'a> CallRecord<'a> {
     /// A record with the facts every call has; the optional ones start empty (`attempts` 1).
     pub fn new(
-        upstream: &'a str,
+        upstream: impl Into<Cow<'a, str>>,
         method: impl Into<Cow<'a, str>>,
         jsonrpc_id: impl Into<Cow<'a, str>>,
         outcome: Outcome,
         duration: Duration,
     ) -> Self {
         CallRecord {
-            upstream,
+            upstream: upstream.into(),
             session: None,
             client: None,
             protocol_version: None,
@@ -119,6 +119,34 @@ impl<'a> CallRecord<'a> {
             outcome,
             retry_origin: RetryOrigin::None,
             duration,
+        }
+    }
+
+    /// The record with every text its own, to keep after the call is gone (the recent calls,
+    /// the export thread).
+    pub fn into_owned(self) -> CallRecord<'static> {
+        fn own(text: Cow<'_, str>) -> Cow<'static, str> {
+            Cow::Owned(text.into_owned())
+        }
+        CallRecord {
+            upstream: own(self.upstream),
+            session: self.session,
+            client: self.client.map(own),
+            protocol_version: self.protocol_version.map(own),
+            method: own(self.method),
+            tool: self.tool.map(own),
+            jsonrpc_id: own(self.jsonrpc_id),
+            attempts: self.attempts,
+            http_statuses: Cow::Owned(self.http_statuses.into_owned()),
+            content_type: self.content_type.map(own),
+            sse_events: self.sse_events,
+            error_code: self.error_code,
+            error_message_len: self.error_message_len,
+            error_message: self.error_message.map(own),
+            result_type: self.result_type.map(own),
+            outcome: self.outcome,
+            retry_origin: self.retry_origin,
+            duration: self.duration,
         }
     }
 
@@ -166,7 +194,7 @@ impl<'a> CallRecord<'a> {
             fields.unescaped(name, |w| fmt::Write::write_str(w, value));
         };
         known(fields, key!("message"), "call");
-        fields.str(key!("upstream"), self.upstream);
+        fields.str(key!("upstream"), &self.upstream);
         let session = self.session.as_ref().map(SessionHash::as_str);
         optional(fields, key!("session"), session);
         optional(fields, key!("client"), self.client.as_deref());
@@ -202,7 +230,7 @@ impl<'a> CallRecord<'a> {
     fn emit_event(&self) {
         tracing::info!(
             target: CALL_TARGET,
-            upstream = self.upstream,
+            upstream = &*self.upstream,
             session = self.session.as_ref().map(SessionHash::as_str),
             client = self.client.as_deref(),
             protocol_version = self.protocol_version.as_deref(),

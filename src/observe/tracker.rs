@@ -414,7 +414,7 @@ pub(crate) fn record_call(
         .with_call(&method, &tool, |h| h.record(verdict.outcome, duration));
 
     let mut record = CallRecord::new(
-        &ctx.upstream,
+        &*ctx.upstream,
         method.clone(),
         id_text(request),
         verdict.outcome,

@@ -139,7 +139,7 @@ pub(super) fn client(
 ) -> SpanData {
     let call = shared.call;
     let mut attributes = shared.common.clone();
-    let (address, port) = server_address(call.record.upstream);
+    let (address, port) = server_address(&call.record.upstream);
     attributes.push(KeyValue::new("server.address", address.to_owned()));
     if let Some(port) = port {
         attributes.push(KeyValue::new("server.port", i64::from(port)));

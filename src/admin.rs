@@ -20,6 +20,8 @@ use tokio::task::JoinSet;
 
 use crate::metrics::Metrics;
 
+pub mod page;
+
 /// How long a client may take to send a request head. Bounds what a stalled or idle-by-design
 /// client (slowloris) can hold; a scraper sends its head at once.
 pub const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);

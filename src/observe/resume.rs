@@ -153,7 +153,7 @@ impl ResumeRegistry {
 }
 
 /// Records a parked call's final verdict.
-pub(crate) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
+pub(crate) fn settle(ctx: &CallContext, mut parked: Parked, verdict: Verdict) {
     let client = ctx.clients.get(&parked.session);
     let facts = Facts {
         session: Some(&parked.session),
@@ -164,7 +164,7 @@ pub(crate) fn settle(ctx: &CallContext, parked: Parked, verdict: Verdict) {
         sse_events: parked.meta.sse_events,
         attempts: parked.meta.attempts,
         client_retry: parked.meta.client_retry,
-        trace: parked.meta.trace.as_deref(),
+        trace: parked.meta.trace.take(),
     };
     record_call(ctx, &parked.request, &verdict, parked.meta.started, facts);
 }

@@ -103,6 +103,13 @@ impl Metas {
             _ => self.rest.get(i - 1),
         }
     }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut CallMeta> {
+        match i {
+            0 => self.first.as_mut(),
+            _ => self.rest.get_mut(i - 1),
+        }
+    }
 }
 
 impl FromIterator<CallMeta> for Metas {
@@ -330,7 +337,7 @@ impl CallTracker {
                 annotations.learn(&hint.name, hint.read_only, hint.idempotent);
             }
         }
-        let Some(meta) = self.meta.get(i) else {
+        let Some(meta) = self.meta.get_mut(i) else {
             return;
         };
         // The usual call made one attempt: its status alone, borrowed.
@@ -350,7 +357,7 @@ impl CallTracker {
             sse_events: meta.sse_events + self.exchange.sse_events(),
             attempts: meta.attempts,
             client_retry: meta.client_retry,
-            trace: meta.trace.as_deref(),
+            trace: meta.trace.take(),
         };
         record_call(&self.ctx, request, verdict, meta.started, facts);
     }
@@ -396,7 +403,7 @@ pub(crate) struct Facts<'a> {
     pub sse_events: u32,
     pub attempts: u32,
     pub client_retry: bool,
-    pub trace: Option<&'a CallTrace>,
+    pub trace: Option<Box<CallTrace>>,
 }
 
 /// Counts one call and writes its record.
@@ -449,7 +456,7 @@ pub(crate) fn record_call(
     record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
     record.emit();
     if let Some(telemetry) = &ctx.telemetry {
-        telemetry.finished(&FinishedCall {
+        telemetry.finished(FinishedCall {
             record: &record,
             trace: facts.trace,
             context: request.context.as_deref(),

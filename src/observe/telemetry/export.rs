@@ -7,30 +7,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::TelemetryError;
-use super::exporters;
+use super::exporters::{self, SpanSender};
 use super::meters::SharedReader;
+use super::spans::{self, Clock, TracedCall};
+use super::wire::{AnyValue, Wire};
+use super::{SCOPE, TelemetryError};
 use crate::config::TelemetryConfig;
 use crate::metrics::{Metrics, TelemetrySignal};
 
 /// How often losses are logged, at most (each interval's total in one line).
 const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// Where calls leave their spans. Offering wakes no one: the export thread comes for the
-/// spans every `schedule_delay`, or as soon as a batch's worth is queued — a wake-up (a
-/// futex call and a switch of threads) per span was most of a traced call's cost.
+/// Where sampled calls leave what their spans are made of. Offering wakes no one: the export
+/// thread comes for the calls every `schedule_delay`, or as soon as a batch's worth is queued
+/// — a wake-up (a futex call and a switch of threads) per span was most of a traced call's
+/// cost. The queue holds `max_queue_size` calls; each becomes two spans or more.
 #[derive(Clone)]
 pub(super) struct SpanQueue {
-    tx: mpsc::Sender<SpanData>,
+    tx: mpsc::Sender<TracedCall>,
     /// Told when a batch's worth is queued.
     full: Arc<Notify>,
+    /// Calls in a batch.
     batch: usize,
     metrics: Arc<Metrics>,
     /// Spans dropped since the last log line.
@@ -38,11 +40,19 @@ pub(super) struct SpanQueue {
 }
 
 impl SpanQueue {
-    /// Queues a span, or drops it (counted) when the queue is full or the thread is gone.
-    pub(super) fn offer(&self, span: SpanData) {
-        if self.tx.try_send(span).is_err() {
-            self.metrics.telemetry_dropped(TelemetrySignal::Traces, 1);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+    /// Queues a call, or drops its spans (counted) when the queue is full or the thread is
+    /// gone.
+    pub(super) fn offer(&self, call: TracedCall) {
+        if let Err(e) = self.tx.try_send(call) {
+            let call = match e {
+                mpsc::error::TrySendError::Full(call) | mpsc::error::TrySendError::Closed(call) => {
+                    call
+                }
+            };
+            let spans = call.spans();
+            self.metrics
+                .telemetry_dropped(TelemetrySignal::Traces, spans);
+            self.dropped.fetch_add(spans, Ordering::Relaxed);
             return;
         }
         if self.tx.max_capacity() - self.tx.capacity() >= self.batch {
@@ -59,7 +69,10 @@ pub(super) struct ExportThread {
 
 /// What the export thread sends where.
 struct Pipeline {
-    spans: Option<(opentelemetry_otlp::SpanExporter, mpsc::Receiver<SpanData>)>,
+    spans: Option<(SpanSender, mpsc::Receiver<TracedCall>)>,
+    /// The export request's `Resource` and `InstrumentationScope` fields, written once.
+    resource: Vec<u8>,
+    scope: Vec<u8>,
     metrics: Option<(opentelemetry_otlp::MetricExporter, SharedReader)>,
     config: TelemetryConfig,
     counters: Arc<Metrics>,
@@ -69,7 +82,6 @@ struct Pipeline {
 /// Starts the export thread; returns once its exporters are built (an error stops the start).
 pub(super) fn start(
     config: &TelemetryConfig,
-    resource: Resource,
     reader: Option<SharedReader>,
     counters: Arc<Metrics>,
 ) -> Result<(Option<SpanQueue>, ExportThread), TelemetryError> {
@@ -79,7 +91,7 @@ pub(super) fn start(
     let queue = config.traces_endpoint.as_ref().map(|_| SpanQueue {
         tx,
         full: full.clone(),
-        batch: config.batching.max_export_batch_size,
+        batch: calls_per_batch(config),
         metrics: counters.clone(),
         dropped: dropped.clone(),
     });
@@ -101,7 +113,7 @@ pub(super) fn start(
                 }
             };
             runtime.block_on(async move {
-                let pipeline = Pipeline::build(config, resource, rx, reader, counters, dropped)
+                let pipeline = Pipeline::build(config, rx, reader, counters, dropped)
                     .map(|pipeline| (pipeline, full));
                 match pipeline {
                     Ok((pipeline, full)) => {
@@ -156,18 +168,13 @@ impl Drop for ExportThread {
 impl Pipeline {
     fn build(
         config: TelemetryConfig,
-        resource: Resource,
-        rx: mpsc::Receiver<SpanData>,
+        rx: mpsc::Receiver<TracedCall>,
         reader: Option<SharedReader>,
         counters: Arc<Metrics>,
         dropped: Arc<AtomicU64>,
     ) -> Result<Pipeline, TelemetryError> {
         let spans = match &config.traces_endpoint {
-            Some(endpoint) => {
-                let mut exporter = exporters::spans(&config, endpoint)?;
-                exporter.set_resource(&resource);
-                Some((exporter, rx))
-            }
+            Some(endpoint) => Some((SpanSender::new(&config, endpoint)?, rx)),
             None => None,
         };
         let metrics = match (&config.metrics_endpoint, reader) {
@@ -178,6 +185,8 @@ impl Pipeline {
         };
         Ok(Pipeline {
             spans,
+            resource: resource_field(&config),
+            scope: scope_field(),
             metrics,
             config,
             counters,
@@ -217,19 +226,23 @@ impl Pipeline {
         }
     }
 
-    /// The queued spans, in batches of at most `max_export_batch_size`.
-    fn take_queued(&mut self) -> Vec<Vec<SpanData>> {
-        let size = self.config.batching.max_export_batch_size;
+    /// The queued calls, in batches of at most `max_export_batch_size` spans (a call's spans
+    /// stay together).
+    fn take_queued(&mut self) -> Vec<Vec<TracedCall>> {
+        let size = self.config.batching.max_export_batch_size as u64;
         let mut batches = Vec::new();
         let Some((_, rx)) = &mut self.spans else {
             return batches;
         };
         let mut batch = Vec::new();
-        while let Ok(span) = rx.try_recv() {
-            batch.push(span);
-            if batch.len() == size {
+        let mut spans = 0;
+        while let Ok(call) = rx.try_recv() {
+            if spans + call.spans() > size && !batch.is_empty() {
                 batches.push(std::mem::take(&mut batch));
+                spans = 0;
             }
+            spans += call.spans();
+            batch.push(call);
         }
         if !batch.is_empty() {
             batches.push(batch);
@@ -237,19 +250,37 @@ impl Pipeline {
         batches
     }
 
-    async fn send_spans(&mut self, batch: Vec<SpanData>) {
-        let Some((exporter, _)) = &self.spans else {
-            return;
-        };
+    async fn send_spans(&mut self, batch: Vec<TracedCall>) {
         if batch.is_empty() {
             return;
         }
-        let n = batch.len() as u64;
-        if let Err(e) = exporter.export(batch).await {
+        let body = self.request(&batch);
+        let Some((sender, _)) = &mut self.spans else {
+            return;
+        };
+        let n = batch.iter().map(TracedCall::spans).sum();
+        drop(batch);
+        if let Err(e) = sender.send(body).await {
             self.counters.telemetry_dropped(TelemetrySignal::Traces, n);
             self.dropped.fetch_add(n, Ordering::Relaxed);
             tracing::debug!(error = %e, spans = n, "span export failed");
         }
+    }
+
+    /// The `ExportTraceServiceRequest` of a batch: one `ResourceSpans` with one `ScopeSpans`.
+    fn request(&self, batch: &[TracedCall]) -> Vec<u8> {
+        let clock = Clock::now();
+        let mut wire = Wire::default();
+        wire.message(1, |resource_spans| {
+            resource_spans.raw(&self.resource);
+            resource_spans.message(2, |scope_spans| {
+                scope_spans.raw(&self.scope);
+                for call in batch {
+                    spans::write(scope_spans, call, &clock);
+                }
+            });
+        });
+        wire.into_bytes()
     }
 
     async fn send_metrics(&mut self) {
@@ -297,6 +328,32 @@ impl Pipeline {
             );
         }
     }
+}
+
+/// Calls whose spans make about a batch (a SERVER and a CLIENT span each, usually).
+fn calls_per_batch(config: &TelemetryConfig) -> usize {
+    (config.batching.max_export_batch_size / 2).max(1)
+}
+
+/// `ResourceSpans.resource`: the configured resource attributes.
+fn resource_field(config: &TelemetryConfig) -> Vec<u8> {
+    let mut wire = Wire::default();
+    wire.message(1, |resource| {
+        for (key, value) in &config.resource {
+            resource.attribute(1, key, AnyValue::Str(value));
+        }
+    });
+    wire.into_bytes()
+}
+
+/// `ScopeSpans.scope`: strata, and its version.
+fn scope_field() -> Vec<u8> {
+    let mut wire = Wire::default();
+    wire.message(1, |scope| {
+        scope.str(1, SCOPE);
+        scope.str(2, env!("CARGO_PKG_VERSION"));
+    });
+    wire.into_bytes()
 }
 
 /// Data points in a collection (what a failed export lost).

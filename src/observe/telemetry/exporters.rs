@@ -1,24 +1,31 @@
-//! The OTLP exporters (the `opentelemetry-otlp` crate's), over HTTP/protobuf or gRPC, as
-//! configured. The configured headers are set on every request last, so a file's header wins
-//! over an `OTEL_EXPORTER_OTLP_HEADERS` entry of the same name (which the crate adds itself).
+//! Where OTLP exports go, over HTTP/protobuf or gRPC, as configured: spans as strata writes
+//! them ([`SpanSender`]: a request body made by `export.rs`), metrics through the
+//! `opentelemetry-otlp` crate's exporter. The configured headers are set on every request
+//! last, so a file's header wins over an `OTEL_EXPORTER_OTLP_HEADERS` entry of the same name
+//! (which the crate adds itself).
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue};
-use http::{Request, Response};
+use bytes::{Buf, BufMut, Bytes};
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{Request, Response, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use opentelemetry_http::{HttpClient, HttpError, hyper::HyperClient};
 use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
 use opentelemetry_otlp::{
-    MetricExporter, Protocol, SpanExporter, WithExportConfig, WithHttpConfig, WithTonicConfig,
+    MetricExporter, Protocol, WithExportConfig, WithHttpConfig, WithTonicConfig,
 };
 use rustls::RootCertStore;
+use tonic::client::Grpc;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
 
 use super::TelemetryError;
 use crate::config::{OtlpProtocol, TelemetryConfig};
@@ -47,12 +54,124 @@ macro_rules! exporter {
     };
 }
 
-/// The span exporter for `endpoint`.
-pub(super) fn spans(
-    config: &TelemetryConfig,
-    endpoint: &str,
-) -> Result<SpanExporter, TelemetryError> {
-    exporter!(SpanExporter::builder(), config, endpoint)
+/// The gRPC method spans are exported with (`opentelemetry/proto/collector/trace/v1`).
+const TRACE_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// Sends export requests of spans, already encoded, to the collector.
+pub(super) enum SpanSender {
+    Http {
+        collector: Box<Collector>,
+        endpoint: Uri,
+    },
+    Grpc {
+        client: Box<Grpc<Channel>>,
+        metadata: Arc<MetadataMap>,
+        timeout: Duration,
+    },
+}
+
+impl SpanSender {
+    pub(super) fn new(config: &TelemetryConfig, endpoint: &str) -> Result<Self, TelemetryError> {
+        let bad = |e: &dyn fmt::Display| TelemetryError::Exporter(format!("{endpoint}: {e}"));
+        Ok(match config.protocol {
+            OtlpProtocol::HttpProtobuf => SpanSender::Http {
+                collector: Box::new(Collector::new(config)?),
+                endpoint: endpoint.parse().map_err(|e| bad(&e))?,
+            },
+            OtlpProtocol::Grpc => {
+                let tls = grpc_tls(config, endpoint)?;
+                let channel = Endpoint::from_shared(endpoint.to_owned())
+                    .and_then(|e| e.tls_config(tls))
+                    .map_err(|e| bad(&e))?
+                    .timeout(config.timeout)
+                    .connect_lazy();
+                SpanSender::Grpc {
+                    client: Box::new(Grpc::new(channel)),
+                    metadata: Arc::new(metadata(config)),
+                    timeout: config.timeout,
+                }
+            }
+        })
+    }
+
+    /// Sends one `ExportTraceServiceRequest`; an error says what the collector answered.
+    pub(super) async fn send(&mut self, body: Vec<u8>) -> Result<(), String> {
+        match self {
+            SpanSender::Http {
+                collector,
+                endpoint,
+            } => {
+                let request = Request::post(endpoint.clone())
+                    .header(CONTENT_TYPE, "application/x-protobuf")
+                    .body(Bytes::from(body))
+                    .map_err(|e| e.to_string())?;
+                let response = collector
+                    .send_bytes(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match response.status().is_success() {
+                    true => Ok(()),
+                    false => Err(format!("HTTP {}", response.status())),
+                }
+            }
+            SpanSender::Grpc {
+                client,
+                metadata,
+                timeout,
+            } => {
+                let mut request = tonic::Request::new(Bytes::from(body));
+                *request.metadata_mut() = MetadataMap::clone(metadata);
+                request.set_timeout(*timeout);
+                client.ready().await.map_err(|e| e.to_string())?;
+                let path = PathAndQuery::from_static(TRACE_EXPORT);
+                client
+                    .unary::<_, (), _>(request, path, Encoded)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A gRPC codec for a message encoded already; the answer's content is not read (an
+/// `ExportTraceServiceResponse` says at most that some spans were refused).
+#[derive(Clone, Copy, Debug)]
+struct Encoded;
+
+impl Codec for Encoded {
+    type Encode = Bytes;
+    type Decode = ();
+    type Encoder = Encoded;
+    type Decoder = Encoded;
+
+    fn encoder(&mut self) -> Encoded {
+        Encoded
+    }
+
+    fn decoder(&mut self) -> Encoded {
+        Encoded
+    }
+}
+
+impl Encoder for Encoded {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for Encoded {
+    type Item = ();
+    type Error = tonic::Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<()>, tonic::Status> {
+        src.advance(src.remaining());
+        Ok(Some(()))
+    }
 }
 
 /// The metric exporter for `endpoint`.
@@ -112,7 +231,7 @@ fn grpc_tls(config: &TelemetryConfig, endpoint: &str) -> Result<ClientTlsConfig,
 /// The HTTP client OTLP/HTTP exports go through: hyper's, with rustls for an `https://`
 /// collector, and the configured headers set last.
 #[derive(Clone)]
-struct Collector {
+pub(super) struct Collector {
     client: HyperClient<HttpsConnector<HttpConnector>>,
     headers: Arc<Vec<(HeaderName, HeaderValue)>>,
 }

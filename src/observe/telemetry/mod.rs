@@ -13,12 +13,14 @@ mod exporters;
 mod meters;
 mod parent;
 mod spans;
+mod wire;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use opentelemetry::KeyValue;
 use opentelemetry::trace::{SpanId, SpanKind};
-use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     IdGenerator, RandomIdGenerator, Sampler, SamplingDecision, ShouldSample,
@@ -35,7 +37,7 @@ use crate::observe::call_trace::{CallTrace, TraceIds};
 use export::{ExportThread, SpanQueue};
 use meters::{CallMeters, PointKey};
 use parent::Carrier;
-use spans::{Clock, Shared};
+use spans::TracedCall;
 
 /// The instrumentation scope strata's spans and metrics carry.
 const SCOPE: &str = "strata";
@@ -55,18 +57,12 @@ pub enum TelemetryError {
 /// A finished call, as its spans and points are made of.
 pub struct FinishedCall<'a> {
     pub record: &'a CallRecord<'a>,
-    /// Attempt times and the agent's trace headers (present while export is on).
-    pub trace: Option<&'a CallTrace>,
+    /// Attempt times and the agent's trace headers (present while export is on); a sampled
+    /// call's spans take it along.
+    pub trace: Option<Box<CallTrace>>,
     /// The request's trace context (`params._meta`), prompt and resource URI, if any.
     pub context: Option<&'a RequestContext>,
     pub started: Instant,
-}
-
-impl FinishedCall<'_> {
-    /// The prompt of a prompts/get.
-    fn prompt(&self) -> Option<&str> {
-        self.context.and_then(|c| c.prompt.as_deref())
-    }
 }
 
 /// OpenTelemetry export while it is on. Shared by every worker's call context.
@@ -74,7 +70,6 @@ pub struct Telemetry {
     sampler: Sampler,
     spans: Option<SpanQueue>,
     meters: Option<CallMeters>,
-    scope: InstrumentationScope,
     thread: Mutex<Option<ExportThread>>,
 }
 
@@ -84,33 +79,36 @@ impl Telemetry {
         config: &TelemetryConfig,
         counters: Arc<Metrics>,
     ) -> Result<Arc<Telemetry>, TelemetryError> {
-        let resource = resource(config);
         let (meters, reader) = match config.metrics_endpoint {
             Some(_) => {
-                let (meters, reader) = CallMeters::new(resource.clone(), SCOPE);
+                let (meters, reader) = CallMeters::new(resource(config), SCOPE);
                 (Some(meters), Some(reader))
             }
             None => (None, None),
         };
-        let (spans, thread) = export::start(config, resource, reader, counters)?;
+        let (spans, thread) = export::start(config, reader, counters)?;
         Ok(Arc::new(Telemetry {
             sampler: sampler(config.sampler),
             spans,
             meters,
-            scope: InstrumentationScope::builder(SCOPE)
-                .with_version(env!("CARGO_PKG_VERSION"))
-                .build(),
             thread: Mutex::new(Some(thread)),
         }))
     }
 
-    /// Records one finished call: its points always, its spans when sampled.
-    pub fn finished(&self, call: &FinishedCall<'_>) {
+    /// Records one finished call: its points always; when sampled, what its spans are made
+    /// of goes to the export thread.
+    pub fn finished(&self, call: FinishedCall<'_>) {
+        let record = call.record;
+        let error_type = error_type::of_call(
+            record.outcome,
+            record.http_statuses.last().copied(),
+            record.error_code,
+        );
         if let Some(meters) = &self.meters {
-            record_points(meters, call);
+            record_points(meters, &call, error_type.as_deref());
         }
         if let Some(queue) = &self.spans {
-            self.trace(queue, call);
+            self.trace(queue, call, error_type);
         }
     }
 
@@ -169,38 +167,33 @@ impl Telemetry {
         format!("00-{}-{}-{flags}", ids.trace, attempt)
     }
 
-    fn trace(&self, queue: &SpanQueue, call: &FinishedCall<'_>) {
+    fn trace(
+        &self,
+        queue: &SpanQueue,
+        mut call: FinishedCall<'_>,
+        error_type: Option<Cow<'static, str>>,
+    ) {
         // The samplers strata offers decide on the trace id and the parent alone: the span's
         // name is made only for a sampled call.
-        let ids = match call.trace.and_then(|t| t.ids.clone()) {
+        let ids = match call.trace.as_mut().and_then(|t| t.ids.take()) {
             Some(ids) => ids,
-            None => self.decide(call.trace, call.context, &call.record.method),
+            None => self.decide(call.trace.as_deref(), call.context, &call.record.method),
         };
         if !ids.sampled {
             return;
         }
-        let name = spans::name(call);
-        let record = call.record;
-        let shared = Shared {
-            common: spans::common(call),
-            call,
-            name,
-            scope: &self.scope,
-            clock: Clock::now(),
+        let context = call.context;
+        queue.offer(TracedCall {
+            record: call.record.clone().into_owned(),
+            trace: call.trace,
+            prompt: context.and_then(|c| c.prompt.as_deref()).map(Box::from),
+            resource_uri: context
+                .and_then(|c| c.resource_uri.as_deref())
+                .map(Box::from),
             ids,
-            error_type: error_type::of_call(
-                record.outcome,
-                record.http_statuses.last().copied(),
-                record.error_code,
-            ),
-        };
-        queue.offer(spans::server(&shared));
-        if let Some(trace) = call.trace {
-            let n = trace.attempts.len();
-            for (i, attempt) in trace.attempts.iter().enumerate() {
-                queue.offer(spans::client(&shared, attempt, i + 1, i + 1 == n));
-            }
-        }
+            error_type,
+            started: call.started,
+        });
     }
 }
 
@@ -211,21 +204,16 @@ pub fn new_span_id() -> SpanId {
 
 /// The call's points: its duration and count, and each attempt's duration (an attempt's
 /// `error.type` is how it failed, or the call's for the attempt that answered).
-fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
+fn record_points(meters: &CallMeters, call: &FinishedCall<'_>, error_type: Option<&str>) {
     let record = call.record;
-    let error_type = error_type::of_call(
-        record.outcome,
-        record.http_statuses.last().copied(),
-        record.error_code,
-    );
     let key = PointKey {
         method: &record.method,
         tool: record.tool.as_deref(),
-        error_type: error_type.as_deref(),
+        error_type,
         outcome: Some(record.outcome),
     };
     meters.record(key, record.duration);
-    let Some(trace) = call.trace else {
+    let Some(trace) = &call.trace else {
         return;
     };
     let end = call.started + record.duration;
@@ -234,7 +222,7 @@ fn record_points(meters: &CallMeters, call: &FinishedCall<'_>) {
         let failed = attempt.failure.map(error_type::of_failure);
         let error_type = match (&failed, i + 1 == last) {
             (Some(failed), _) => Some(failed.as_ref()),
-            (None, true) => error_type.as_deref(),
+            (None, true) => error_type,
             (None, false) => None,
         };
         let ended = attempt.ended.unwrap_or(end);

@@ -1,22 +1,85 @@
 //! A finished call as spans (OpenTelemetry MCP semantic conventions, `docs/gen-ai/mcp.md`):
 //! one SERVER span facing the agent, and one CLIENT child per upstream attempt, named
 //! `{mcp.method.name} {target}` and carrying the conventions' attributes plus strata's own
-//! (`strata.layer`, `strata.outcome`, `strata.retry_origin`, `strata.attempts`). Built after
-//! the fact from the call's record, so nothing of a span lives on the call's path.
+//! (`strata.layer`, `strata.outcome`, `strata.retry_origin`, `strata.attempts`).
+//!
+//! A sampled call reaches the export thread as a [`TracedCall`], the facts it owns; its spans
+//! are written there, straight into the export request (`wire.rs`, OTLP `trace.proto`), so
+//! nothing of a span is made on a worker or on the call's path.
 
 use std::borrow::Cow;
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use opentelemetry::trace::{Event, SpanContext, SpanId, SpanKind, Status, TraceFlags};
-use std::sync::Arc;
-
-use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+use opentelemetry::trace::SpanId;
 use tokio::time::Instant;
 
-use super::FinishedCall;
 use super::error_type;
-use crate::observe::call_trace::{AttemptTimes, TraceIds};
+use super::wire::{AnyValue, Wire};
+use crate::observe::call_record::CallRecord;
+use crate::observe::call_trace::{AttemptTimes, CallTrace, TraceIds};
+
+/// `Span` fields (`opentelemetry/proto/trace/v1/trace.proto`).
+mod field {
+    pub(super) const TRACE_ID: u32 = 1;
+    pub(super) const SPAN_ID: u32 = 2;
+    pub(super) const TRACE_STATE: u32 = 3;
+    pub(super) const PARENT_SPAN_ID: u32 = 4;
+    pub(super) const NAME: u32 = 5;
+    pub(super) const KIND: u32 = 6;
+    pub(super) const START: u32 = 7;
+    pub(super) const END: u32 = 8;
+    pub(super) const ATTRIBUTES: u32 = 9;
+    pub(super) const EVENTS: u32 = 11;
+    pub(super) const STATUS: u32 = 15;
+    pub(super) const FLAGS: u32 = 16;
+}
+
+/// `SpanKind` values.
+const SERVER: u64 = 2;
+const CLIENT: u64 = 3;
+/// `SpanFlags`: the trace flags' sampled bit, and whether the parent is known to be remote.
+const SAMPLED: u32 = 0x01;
+const HAS_IS_REMOTE: u32 = 0x100;
+const IS_REMOTE: u32 = 0x200;
+/// `Status.code` ERROR.
+const STATUS_ERROR: u64 = 2;
+
+/// A sampled call, as its spans are made of: what it owns after the call is gone.
+#[derive(Debug)]
+pub(super) struct TracedCall {
+    pub record: CallRecord<'static>,
+    /// Attempt times and the agent's connection (present while export is on).
+    pub trace: Option<Box<CallTrace>>,
+    /// The prompt of a prompts/get, the URI of a resources/read.
+    pub prompt: Option<Box<str>>,
+    pub resource_uri: Option<Box<str>>,
+    pub ids: TraceIds,
+    pub error_type: Option<Cow<'static, str>>,
+    pub started: Instant,
+}
+
+impl TracedCall {
+    /// Spans this call makes: its SERVER span and a CLIENT span per attempt.
+    pub(super) fn spans(&self) -> u64 {
+        1 + self.attempts().len() as u64
+    }
+
+    fn attempts(&self) -> &[AttemptTimes] {
+        self.trace.as_ref().map_or(&[], |t| &t.attempts)
+    }
+
+    fn ended(&self) -> Instant {
+        self.started + self.record.duration
+    }
+
+    /// Upstream attempts made (none for an answer from an idempotency record).
+    fn attempt_count(&self) -> u32 {
+        match &self.trace {
+            Some(trace) if trace.replayed => 0,
+            _ => self.record.attempts,
+        }
+    }
+}
 
 /// Wall-clock times for the monotonic instants strata measures with.
 pub(super) struct Clock {
@@ -32,264 +95,262 @@ impl Clock {
         }
     }
 
-    pub(super) fn at(&self, instant: Instant) -> SystemTime {
-        self.wall - self.now.saturating_duration_since(instant)
-    }
-
-    pub(super) fn end(&self) -> SystemTime {
-        self.wall
+    /// Nanoseconds since the Unix epoch at `instant`.
+    fn nanos(&self, instant: Instant) -> u64 {
+        let at = match instant.checked_duration_since(self.now) {
+            Some(ahead) => self.wall + ahead,
+            None => self.wall - self.now.duration_since(instant),
+        };
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
-/// What the call's spans share.
-pub(super) struct Shared<'a> {
-    pub call: &'a FinishedCall<'a>,
-    pub name: Cow<'static, str>,
-    pub scope: &'a InstrumentationScope,
-    pub clock: Clock,
-    pub ids: TraceIds,
-    pub error_type: Option<Cow<'static, str>>,
-    /// The attributes every span of the call carries ([`common`]).
-    pub common: Vec<KeyValue>,
-}
-
-/// The span's name: `{mcp.method.name} {target}`, the target being the tool or prompt.
-pub(super) fn name(call: &FinishedCall<'_>) -> Cow<'static, str> {
-    let method = &*call.record.method;
-    match call.record.tool.as_deref().or(call.prompt()) {
-        Some(target) => Cow::Owned(format!("{method} {target}")),
-        None => Cow::Owned(method.to_owned()),
+/// Appends the call's spans to the `ScopeSpans` message being written (its field 2).
+pub(super) fn write(spans: &mut Wire, call: &TracedCall, clock: &Clock) {
+    spans.message(2, |span| server(span, call, clock));
+    let attempts = call.attempts();
+    for (i, attempt) in attempts.iter().enumerate() {
+        let last = i + 1 == attempts.len();
+        spans.message(2, |span| client(span, call, clock, attempt, i + 1, last));
     }
 }
 
 /// The SERVER span.
-pub(super) fn server(shared: &Shared<'_>) -> SpanData {
-    let call = shared.call;
-    let record = call.record;
-    let mut attributes = shared.common.clone();
-    if let Some(trace) = call.trace {
-        attributes.push(KeyValue::new(
-            "client.address",
-            trace.agent.ip().to_string(),
-        ));
-        attributes.push(KeyValue::new("client.port", i64::from(trace.agent.port())));
-        attributes.push(KeyValue::new(
-            "network.protocol.version",
-            protocol_version(trace.agent_version),
-        ));
+fn server(span: &mut Wire, call: &TracedCall, clock: &Clock) {
+    let ids = &call.ids;
+    let remote = ids.parent != SpanId::INVALID;
+    let times = (clock.nanos(call.started), clock.nanos(call.ended()));
+    head(span, call, ids.server, ids.parent, SERVER, times);
+    common(span, call);
+    let record = &call.record;
+    if let Some(trace) = &call.trace {
+        let ip = trace.agent.ip().to_string();
+        attr(span, "client.address", AnyValue::Str(&ip));
+        attr(
+            span,
+            "client.port",
+            AnyValue::Int(i64::from(trace.agent.port())),
+        );
+        let version = protocol_version(trace.agent_version);
+        attr(span, "network.protocol.version", AnyValue::Str(version));
     }
     if let Some(status) = record.http_statuses.last() {
-        attributes.push(KeyValue::new(
+        attr(
+            span,
             "http.response.status_code",
-            i64::from(*status),
-        ));
+            AnyValue::Int(i64::from(*status)),
+        );
     }
     if let Some(code) = record.error_code {
-        attributes.push(KeyValue::new("rpc.response.status_code", code.to_string()));
+        attr(
+            span,
+            "rpc.response.status_code",
+            AnyValue::Str(&code.to_string()),
+        );
     }
-    attributes.push(KeyValue::new(
+    attr(
+        span,
         "strata.layer",
-        record.outcome.layer().as_str(),
-    ));
-    attributes.push(KeyValue::new("strata.outcome", record.outcome.as_str()));
-    attributes.push(KeyValue::new(
+        AnyValue::Str(record.outcome.layer().as_str()),
+    );
+    attr(
+        span,
+        "strata.outcome",
+        AnyValue::Str(record.outcome.as_str()),
+    );
+    attr(
+        span,
         "strata.retry_origin",
-        record.retry_origin.as_str(),
-    ));
-    attributes.push(KeyValue::new("strata.attempts", i64::from(attempts(call))));
+        AnyValue::Str(record.retry_origin.as_str()),
+    );
+    attr(
+        span,
+        "strata.attempts",
+        AnyValue::Int(i64::from(call.attempt_count())),
+    );
     if record.sse_events > 0 {
-        attributes.push(KeyValue::new(
+        attr(
+            span,
             "strata.sse.events",
-            i64::from(record.sse_events),
-        ));
+            AnyValue::Int(i64::from(record.sse_events)),
+        );
     }
     if let Some(client) = record.client.as_deref() {
-        attributes.push(KeyValue::new("strata.client", client.to_owned()));
+        attr(span, "strata.client", AnyValue::Str(client));
     }
-    let mut events = Vec::new();
-    if call.trace.is_some_and(|t| t.replayed) {
-        events.push(Event::new(
-            "strata.idempotency.replay",
-            shared.clock.end(),
-            vec![KeyValue::new("strata.upstream_calls", 0_i64)],
-            0,
-        ));
+    let error_type = call.error_type.as_deref();
+    if let Some(ty) = error_type {
+        attr(span, "error.type", AnyValue::Str(ty));
     }
-    let (status, error) = status(shared.error_type.as_ref(), record.error_message.as_deref());
-    attributes.extend(error);
-    let mut span = shared.span(
-        SpanKind::Server,
-        shared.ids.server,
-        attributes,
-        events,
-        status,
-    );
-    span.parent_span_id = shared.ids.parent;
-    span.parent_span_is_remote = shared.ids.parent != SpanId::INVALID;
-    span.start_time = shared.clock.at(call.started);
-    span
+    if call.trace.as_ref().is_some_and(|t| t.replayed) {
+        event(span, "strata.idempotency.replay", times.1, |event| {
+            let zero = AnyValue::Int(0);
+            event.attribute(3, "strata.upstream_calls", zero);
+        });
+    }
+    status(span, error_type, record.error_message.as_deref());
+    flags(span, remote);
 }
 
 /// The CLIENT span of attempt `n` (1-based); `last`: the attempt that answered the call.
-pub(super) fn client(
-    shared: &Shared<'_>,
+fn client(
+    span: &mut Wire,
+    call: &TracedCall,
+    clock: &Clock,
     attempt: &AttemptTimes,
     n: usize,
     last: bool,
-) -> SpanData {
-    let call = shared.call;
-    let mut attributes = shared.common.clone();
+) {
+    let ended = attempt.ended.unwrap_or_else(|| call.ended());
+    let times = (clock.nanos(attempt.started), clock.nanos(ended));
+    let id = attempt.span.unwrap_or_else(super::new_span_id);
+    head(span, call, id, call.ids.server, CLIENT, times);
+    common(span, call);
     let (address, port) = server_address(&call.record.upstream);
-    attributes.push(KeyValue::new("server.address", address.to_owned()));
+    attr(span, "server.address", AnyValue::Str(address));
     if let Some(port) = port {
-        attributes.push(KeyValue::new("server.port", i64::from(port)));
+        attr(span, "server.port", AnyValue::Int(i64::from(port)));
     }
     if let Some(status) = attempt.status {
-        attributes.push(KeyValue::new(
+        attr(
+            span,
             "http.response.status_code",
-            i64::from(status),
-        ));
+            AnyValue::Int(i64::from(status)),
+        );
     }
-    attributes.push(KeyValue::new("strata.attempt", n as i64));
+    attr(span, "strata.attempt", AnyValue::Int(n as i64));
     if let Some(reason) = attempt.retried {
-        attributes.push(KeyValue::new("strata.retry.reason", reason.as_str()));
+        attr(span, "strata.retry.reason", AnyValue::Str(reason.as_str()));
     }
     if let Some(why) = attempt.suppressed {
-        attributes.push(KeyValue::new("strata.retry.suppressed", why.as_str()));
+        attr(span, "strata.retry.suppressed", AnyValue::Str(why.as_str()));
     }
     if attempt.resumed {
-        attributes.push(KeyValue::new("strata.resumed", true));
-    }
-    let error_type = match (attempt.failure, last) {
-        (Some(failure), _) => Some(error_type::of_failure(failure)),
-        (None, true) => shared.error_type.clone(),
-        (None, false) => None,
-    };
-    let mut events = Vec::new();
-    if let Some(head) = attempt.head {
-        events.push(Event::new(
-            "strata.first_byte",
-            shared.clock.at(head),
-            Vec::new(),
-            0,
-        ));
+        attr(span, "strata.resumed", AnyValue::Bool(true));
     }
     if last && call.record.sse_events > 0 {
         let count = i64::from(call.record.sse_events);
-        attributes.push(KeyValue::new("strata.sse.events", count));
+        attr(span, "strata.sse.events", AnyValue::Int(count));
+    }
+    let failed = attempt.failure.map(error_type::of_failure);
+    let error_type = match (&failed, last) {
+        (Some(failed), _) => Some(failed.as_ref()),
+        (None, true) => call.error_type.as_deref(),
+        (None, false) => None,
+    };
+    if let Some(ty) = error_type {
+        attr(span, "error.type", AnyValue::Str(ty));
+    }
+    if let Some(head) = attempt.head {
+        event(span, "strata.first_byte", clock.nanos(head), |_| {});
     }
     let message = last
         .then_some(call.record.error_message.as_deref())
         .flatten();
-    let (status, error) = status(error_type.as_ref(), message);
-    attributes.extend(error);
-    let id = attempt.span.unwrap_or_else(super::new_span_id);
-    let mut span = shared.span(SpanKind::Client, id, attributes, events, status);
-    span.parent_span_id = shared.ids.server;
-    span.start_time = shared.clock.at(attempt.started);
-    if let Some(ended) = attempt.ended {
-        span.end_time = shared.clock.at(ended);
-    }
-    span
+    status(span, error_type, message);
+    flags(span, false);
 }
 
-impl Shared<'_> {
-    /// A span of the call: no parent, starting and ending at the call's end (the caller sets what
-    /// differs).
-    fn span(
-        &self,
-        kind: SpanKind,
-        id: SpanId,
-        attributes: Vec<KeyValue>,
-        events: Vec<Event>,
-        status: Status,
-    ) -> SpanData {
-        let mut all = SpanEvents::default();
-        all.events = events;
-        SpanData {
-            span_context: SpanContext::new(
-                self.ids.trace,
-                id,
-                TraceFlags::SAMPLED,
-                false,
-                self.ids.state.clone(),
-            ),
-            parent_span_id: SpanId::INVALID,
-            parent_span_is_remote: false,
-            span_kind: kind,
-            name: self.name.clone(),
-            start_time: self.clock.end(),
-            end_time: self.clock.end(),
-            attributes,
-            dropped_attributes_count: 0,
-            events: all,
-            links: SpanLinks::default(),
-            status,
-            instrumentation_scope: self.scope.clone(),
-        }
+/// An attribute of the span.
+fn attr(span: &mut Wire, key: &str, value: AnyValue<'_>) {
+    span.attribute(field::ATTRIBUTES, key, value);
+}
+
+/// The fields every span of the call has: ids, name, kind, times.
+fn head(
+    span: &mut Wire,
+    call: &TracedCall,
+    id: SpanId,
+    parent: SpanId,
+    kind: u64,
+    times: (u64, u64),
+) {
+    let ids = &call.ids;
+    span.bytes(field::TRACE_ID, &ids.trace.to_bytes());
+    span.bytes(field::SPAN_ID, &id.to_bytes());
+    let state = ids.state.header();
+    if !state.is_empty() {
+        span.str(field::TRACE_STATE, &state);
+    }
+    if parent != SpanId::INVALID {
+        span.bytes(field::PARENT_SPAN_ID, &parent.to_bytes());
+    }
+    name(span, call);
+    span.uint(field::KIND, kind);
+    span.fixed64(field::START, times.0);
+    span.fixed64(field::END, times.1);
+}
+
+/// The span's name: `{mcp.method.name} {target}`, the target being the tool or prompt.
+fn name(span: &mut Wire, call: &TracedCall) {
+    let method = &*call.record.method;
+    match call.record.tool.as_deref().or(call.prompt.as_deref()) {
+        Some(target) => span.str(field::NAME, &format!("{method} {target}")),
+        None => span.str(field::NAME, method),
     }
 }
 
 /// The attributes both kinds carry.
-/// Made once per call and cloned into each of its spans: a text is one shared allocation,
-/// not one a span.
-pub(super) fn common(call: &FinishedCall<'_>) -> Vec<KeyValue> {
-    let record = call.record;
-    let shared = |text: &str| Value::String(StringValue::from(Arc::<str>::from(text)));
-    let mut attributes = Vec::with_capacity(24);
-    attributes.push(KeyValue::new("mcp.method.name", shared(&record.method)));
+fn common(span: &mut Wire, call: &TracedCall) {
+    let record = &call.record;
+    attr(span, "mcp.method.name", AnyValue::Str(&record.method));
     if let Some(tool) = record.tool.as_deref() {
-        attributes.push(KeyValue::new("gen_ai.tool.name", shared(tool)));
-        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        attr(span, "gen_ai.tool.name", AnyValue::Str(tool));
+        attr(span, "gen_ai.operation.name", AnyValue::Str("execute_tool"));
     }
-    if let Some(prompt) = call.prompt() {
-        attributes.push(KeyValue::new("gen_ai.prompt.name", shared(prompt)));
+    if let Some(prompt) = call.prompt.as_deref() {
+        attr(span, "gen_ai.prompt.name", AnyValue::Str(prompt));
     }
-    if let Some(uri) = call.context.and_then(|c| c.resource_uri.as_deref()) {
-        attributes.push(KeyValue::new("mcp.resource.uri", shared(uri)));
+    if let Some(uri) = call.resource_uri.as_deref() {
+        attr(span, "mcp.resource.uri", AnyValue::Str(uri));
     }
     let id = request_id(&record.jsonrpc_id);
-    attributes.push(KeyValue::new("jsonrpc.request.id", shared(&id)));
+    attr(span, "jsonrpc.request.id", AnyValue::Str(id));
     if let Some(session) = &record.session {
-        attributes.push(KeyValue::new("mcp.session.id", shared(session.as_str())));
+        attr(span, "mcp.session.id", AnyValue::Str(session.as_str()));
     }
     if let Some(version) = record.protocol_version.as_deref() {
-        attributes.push(KeyValue::new("mcp.protocol.version", shared(version)));
+        attr(span, "mcp.protocol.version", AnyValue::Str(version));
     }
-    attributes.push(KeyValue::new("network.transport", "tcp"));
-    attributes.push(KeyValue::new("network.protocol.name", "http"));
-    attributes
+    attr(span, "network.transport", AnyValue::Str("tcp"));
+    attr(span, "network.protocol.name", AnyValue::Str("http"));
+}
+
+/// An `Event` at `at` (nanoseconds), its attributes written by `attributes` (field 3).
+fn event(span: &mut Wire, name: &str, at: u64, attributes: impl FnOnce(&mut Wire)) {
+    span.message(field::EVENTS, |event| {
+        event.fixed64(1, at);
+        event.str(2, name);
+        attributes(event);
+    });
 }
 
 /// Status ERROR exactly when `error.type` is set, described by the JSON-RPC error message
-/// (when the operator lets messages be logged); the `error.type` attribute with it.
-fn status(
-    error_type: Option<&Cow<'static, str>>,
-    message: Option<&str>,
-) -> (Status, Option<KeyValue>) {
-    match error_type {
-        Some(ty) => (
-            Status::error(message.unwrap_or_default().to_owned()),
-            Some(KeyValue::new("error.type", Value::from(ty.clone()))),
-        ),
-        None => (Status::Unset, None),
-    }
+/// (when the operator lets messages be logged); UNSET otherwise.
+fn status(span: &mut Wire, error_type: Option<&str>, message: Option<&str>) {
+    span.message(field::STATUS, |status| {
+        if error_type.is_some() {
+            if let Some(message) = message.filter(|m| !m.is_empty()) {
+                status.str(2, message);
+            }
+            status.uint(3, STATUS_ERROR);
+        }
+    });
 }
 
-/// Upstream attempts made (none for an answer from an idempotency record).
-fn attempts(call: &FinishedCall<'_>) -> u32 {
-    match call.trace {
-        Some(trace) if trace.replayed => 0,
-        _ => call.record.attempts,
-    }
+/// The span's flags: sampled, and whether its parent is remote (the SERVER span's, when the
+/// agent sent one).
+fn flags(span: &mut Wire, remote_parent: bool) {
+    let remote = if remote_parent { IS_REMOTE } else { 0 };
+    span.fixed32(field::FLAGS, SAMPLED | HAS_IS_REMOTE | remote);
 }
 
 /// The id as the conventions want it: a string's content (the record keeps its JSON text).
-fn request_id(text: &str) -> String {
+fn request_id(text: &str) -> &str {
     text.strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
         .unwrap_or(text)
-        .to_owned()
 }
 
 /// `server.address` and `server.port` from the upstream as logged (`http://host:port`).
@@ -313,22 +374,4 @@ fn protocol_version(version: http::Version) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_upstream_splits_into_address_and_port() {
-        assert_eq!(
-            server_address("http://127.0.0.1:8000"),
-            ("127.0.0.1", Some(8000))
-        );
-        assert_eq!(server_address("https://[::1]:443"), ("::1", Some(443)));
-        assert_eq!(server_address("https://mcp.example"), ("mcp.example", None));
-    }
-
-    #[test]
-    fn a_string_id_loses_its_quotes() {
-        assert_eq!(request_id("\"abc\""), "abc");
-        assert_eq!(request_id("7"), "7");
-    }
-}
+mod tests;

@@ -137,17 +137,18 @@ impl PendingCall<'_> {
     /// CLIENT span.
     pub(super) fn traceparent(&mut self) -> Option<HeaderValue> {
         let telemetry = self.proxy.ctx().telemetry.as_ref()?;
-        self.read_inspection();
-        let meta = self.inspection.as_ref().and_then(|inspection| {
-            inspection.with_requests(|requests| match requests {
-                [one] => one.context.clone(),
-                _ => None,
-            })
-        });
-        let trace = self.trace.as_deref_mut()?;
-        if trace.ids.is_none() {
+        if self.trace.as_ref()?.ids.is_none() {
+            self.read_inspection();
+            let meta = self.inspection.as_ref().and_then(|inspection| {
+                inspection.with_requests(|requests| match requests {
+                    [one] => one.context.clone(),
+                    _ => None,
+                })
+            });
+            let trace = self.trace.as_deref_mut()?;
             trace.ids = Some(telemetry.decide(Some(trace), meta.as_deref(), ""));
         }
+        let trace = self.trace.as_deref_mut()?;
         let span = new_span_id();
         let attempt = trace.attempts.last_mut()?;
         attempt.span = Some(span);

@@ -26,7 +26,7 @@ const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Where sampled calls leave what their spans are made of. Offering wakes no one: the export
 /// thread comes for the calls every `schedule_delay`, or as soon as a batch's worth is queued
 /// — a wake-up (a futex call and a switch of threads) per span was most of a traced call's
-/// cost. The queue holds `max_queue_size` calls; each becomes two spans or more.
+/// cost. The queue holds `max_queue_size` spans' worth of calls ([`in_calls`]).
 #[derive(Clone)]
 pub(super) struct SpanQueue {
     tx: mpsc::Sender<TracedCall>,
@@ -85,13 +85,13 @@ pub(super) fn start(
     reader: Option<SharedReader>,
     counters: Arc<Metrics>,
 ) -> Result<(Option<SpanQueue>, ExportThread), TelemetryError> {
-    let (tx, rx) = mpsc::channel(config.batching.max_queue_size);
+    let (tx, rx) = mpsc::channel(in_calls(config.batching.max_queue_size));
     let dropped = Arc::new(AtomicU64::new(0));
     let full = Arc::new(Notify::new());
     let queue = config.traces_endpoint.as_ref().map(|_| SpanQueue {
         tx,
         full: full.clone(),
-        batch: calls_per_batch(config),
+        batch: in_calls(config.batching.max_export_batch_size),
         metrics: counters.clone(),
         dropped: dropped.clone(),
     });
@@ -330,9 +330,9 @@ impl Pipeline {
     }
 }
 
-/// Calls whose spans make about a batch (a SERVER and a CLIENT span each, usually).
-fn calls_per_batch(config: &TelemetryConfig) -> usize {
-    (config.batching.max_export_batch_size / 2).max(1)
+/// Calls whose spans make about `spans`: a SERVER and a CLIENT span each, usually.
+fn in_calls(spans: usize) -> usize {
+    (spans / 2).max(1)
 }
 
 /// `ResourceSpans.resource`: the configured resource attributes.

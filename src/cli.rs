@@ -3,6 +3,7 @@
 //! ```text
 //! strata [--config FILE] [--listen ADDR] [--upstream URL] [--admin ADDR] [--log-format json|pretty]
 //! strata check-config FILE
+//! strata classify [--json] [--fail-on LAYERS] FILE…
 //! strata demo
 //! strata testbed [--listen ADDR]
 //! ```
@@ -80,6 +81,21 @@ pub enum Command {
     CheckConfig {
         /// The YAML config file to check.
         file: PathBuf,
+    },
+    /// Classify recorded MCP traffic offline (HAR 1.2 files: browser devtools, mitmproxy's
+    /// hardump, Charles) with strata's classifier: one row per call, or one JSON record per
+    /// line. Exit 2 if a file is unreadable, 1 if --fail-on matched a call, else 0.
+    Classify {
+        /// HAR files to classify.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// One JSON object per call (the per-call log record's fields) instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when a call failed at one of these layers (comma-separated: transport,
+        /// protocol, interaction, application).
+        #[arg(long, value_name = "LAYERS", value_delimiter = ',', value_parser = crate::offline::parse_layer)]
+        fail_on: Vec<crate::classify::Layer>,
     },
     /// Run the built-in testbed upstream and strata in front of it, make one call per
     /// scenario, and print what each was classified as.

@@ -22,6 +22,7 @@ use tokio::time::{Instant, sleep, timeout};
 use crate::app::{self, Running};
 use crate::classify::Outcome;
 use crate::config::{Config, LogFormat, Upstream};
+use crate::table::Table;
 use crate::testbed::client::{self, LEGACY_VERSION, MODERN_VERSION, McpClient, Reply};
 use crate::testbed::{SCENARIOS, Scenario, Testbed};
 
@@ -216,55 +217,28 @@ async fn settled(
 }
 
 fn print_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<usize> {
-    let head = [
+    let mut table = Table::new(&[
         "scenario", "era", "HTTP", "outcome", "layer", "expected", "",
-    ];
-    let cells: Vec<[String; 7]> = rows
-        .iter()
-        .map(|r| {
-            let (outcome, layer) = r
-                .outcome
-                .as_ref()
-                .map_or(("(none)".into(), "-".into()), |k| {
-                    (k.outcome.clone(), k.layer.clone())
-                });
-            let ok = is_match(r);
-            [
-                r.scenario.tool.to_owned(),
-                r.era.to_owned(),
-                r.status.clone(),
-                outcome,
-                layer,
-                r.scenario.expected_outcome.to_owned(),
-                if ok { "✓" } else { "✗" }.to_owned(),
-            ]
-        })
-        .collect();
-    let mut width = head.map(str::len);
-    for row in &cells {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    ]);
+    for r in rows {
+        let (outcome, layer) = r
+            .outcome
+            .as_ref()
+            .map_or(("(none)".into(), "-".into()), |k| {
+                (k.outcome.clone(), k.layer.clone())
+            });
+        let cells = vec![
+            r.scenario.tool.to_owned(),
+            r.era.to_owned(),
+            r.status.clone(),
+            outcome,
+            layer,
+            r.scenario.expected_outcome.to_owned(),
+            if is_match(r) { "✓" } else { "✗" }.to_owned(),
+        ];
+        table.row(cells, r.note.clone());
     }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    writeln!(out, "{}", line(&head.map(str::to_owned)))?;
-    writeln!(out, "{}", line(&width.map(|w| "-".repeat(w))))?;
-    for (row, r) in cells.iter().zip(rows) {
-        write!(out, "{}", line(row))?;
-        match &r.note {
-            Some(note) => writeln!(out, "   ({note})")?,
-            None => writeln!(out)?,
-        }
-    }
+    table.write(out)?;
     Ok(rows.iter().filter(|r| is_match(r)).count())
 }
 

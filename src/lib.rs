@@ -12,8 +12,10 @@ pub mod listen;
 pub mod log;
 pub mod metrics;
 pub mod observe;
+pub mod offline;
 pub mod policy;
 pub mod proxy;
 pub mod runtime;
+pub mod table;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -1,5 +1,5 @@
 //! The `strata` binary: parse the CLI, set up logging, run. Exit codes: 0 done, 1 failed to
-//! start or run, 2 invalid configuration.
+//! start or run, 2 invalid configuration (`strata classify`: see `offline/mod.rs`).
 
 use std::process::ExitCode;
 
@@ -11,6 +11,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return cli::check_config(file, &mut std::io::stdout(), &mut std::io::stderr());
+    }
+    if let Some(Command::Classify {
+        files,
+        json,
+        fail_on,
+    }) = cli.command.clone()
+    {
+        let options = strata::offline::Options {
+            files,
+            json,
+            fail_on,
+        };
+        return strata::offline::run(&options, &mut std::io::stdout(), &mut std::io::stderr());
     }
     // `strata` itself serves agents on worker threads of its own (`runtime/workers.rs`); the
     // main thread only runs the admin listener, signals and reloads. The demo and the
@@ -35,7 +48,7 @@ fn main() -> ExitCode {
         Some(Command::Demo) => runtime.block_on(strata::demo::run()),
         #[cfg(feature = "testbed")]
         Some(Command::Testbed { listen }) => runtime.block_on(strata::demo::testbed(listen)),
-        Some(Command::CheckConfig { .. }) | None => {
+        Some(Command::CheckConfig { .. } | Command::Classify { .. }) | None => {
             let config = match cli.run.load_config() {
                 Ok(config) => config,
                 Err(errors) => {

@@ -108,6 +108,23 @@ pub(crate) fn write_fields_line<W: Write>(
     out.write_str("}\n")
 }
 
+/// The fields `record` writes as one JSON object, `{"name":value,…}`: a line of this format
+/// without its timestamp, level and target (`strata classify --json`).
+pub(crate) fn fields_object(record: impl FnOnce(&mut Fields<'_, String>)) -> String {
+    let mut out = String::new();
+    let mut fields = Fields {
+        out: &mut out,
+        result: Ok(()),
+    };
+    record(&mut fields);
+    // Each field is written as `,"name":value`: the first one's comma becomes the brace.
+    match out.strip_prefix(',') {
+        Some(rest) => out = format!("{{{rest}}}"),
+        None => out = format!("{{{out}}}"),
+    }
+    out
+}
+
 fn level_name(level: &Level) -> &'static str {
     match *level {
         Level::TRACE => "TRACE",

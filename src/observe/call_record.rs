@@ -176,6 +176,12 @@ impl<'a> CallRecord<'a> {
         }
     }
 
+    /// The record as one JSON object: the fields of its log line, without the line's
+    /// timestamp, level and target (`strata classify --json`).
+    pub fn to_json(&self) -> String {
+        log::fields_object(|fields| self.record(fields))
+    }
+
     /// The record's fields in the event's order (`emit_event`'s, `message` first, as
     /// tracing's macros put it).
     fn record(&self, fields: &mut Fields<'_, String>) {

@@ -406,6 +406,50 @@ pub(crate) struct Facts<'a> {
     pub trace: Option<Box<CallTrace>>,
 }
 
+impl<'a> Facts<'a> {
+    /// Fills in what `record` says beyond its fixed facts: session, client, protocol
+    /// version, tool (`tool`: the request's, as text), statuses, retries, content type and
+    /// what the verdict tells of the response. `error_messages`: keep the error text
+    /// (`log.error_messages`). Shared by the live path and `strata classify`.
+    #[inline]
+    pub(crate) fn fill(
+        self,
+        record: &mut CallRecord<'a>,
+        request: &'a Request,
+        verdict: &'a Verdict,
+        tool: Cow<'a, str>,
+        error_messages: bool,
+    ) {
+        record.session = self.session.map(SessionHash::new);
+        // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
+        record.client = match request.client.kind {
+            Kind::String => Some(request.client.text_lossy()),
+            _ => self.client.map(Cow::Borrowed),
+        };
+        record.protocol_version = match self.protocol_version {
+            Some(header) => Some(Cow::Borrowed(header)),
+            None => (request.protocol_version.kind == Kind::String)
+                .then(|| request.protocol_version.text_lossy()),
+        };
+        record.tool = (request.tool.kind == Kind::String).then_some(tool);
+        record.http_statuses = self.statuses;
+        record.attempts = self.attempts;
+        if self.client_retry {
+            record.retry_origin = RetryOrigin::Client;
+        } else if self.attempts > 1 {
+            record.retry_origin = RetryOrigin::Proxy;
+        }
+        record.content_type = self.content_type.map(Cow::Borrowed);
+        record.sse_events = self.sse_events;
+        record.error_code = verdict.error_code;
+        record.error_message_len = verdict.error_message_len;
+        if error_messages {
+            record.error_message = verdict.error_message.as_ref().map(|m| m.text_lossy());
+        }
+        record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
+    }
+}
+
 /// Counts one call and writes its record.
 pub(crate) fn record_call(
     ctx: &CallContext,
@@ -427,38 +471,13 @@ pub(crate) fn record_call(
         verdict.outcome,
         duration,
     );
-    record.session = facts.session.map(SessionHash::new);
-    // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
-    record.client = match request.client.kind {
-        Kind::String => Some(request.client.text_lossy()),
-        _ => facts.client.map(Cow::Borrowed),
-    };
-    record.protocol_version = match facts.protocol_version {
-        Some(header) => Some(Cow::Borrowed(header)),
-        None => (request.protocol_version.kind == Kind::String)
-            .then(|| request.protocol_version.text_lossy()),
-    };
-    record.tool = (request.tool.kind == Kind::String).then_some(tool);
-    record.http_statuses = facts.statuses;
-    record.attempts = facts.attempts;
-    if facts.client_retry {
-        record.retry_origin = RetryOrigin::Client;
-    } else if facts.attempts > 1 {
-        record.retry_origin = RetryOrigin::Proxy;
-    }
-    record.content_type = facts.content_type.map(Cow::Borrowed);
-    record.sse_events = facts.sse_events;
-    record.error_code = verdict.error_code;
-    record.error_message_len = verdict.error_message_len;
-    if ctx.log_error_messages {
-        record.error_message = verdict.error_message.as_ref().map(|m| m.text_lossy());
-    }
-    record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
+    let trace = facts.trace;
+    facts.fill(&mut record, request, verdict, tool, ctx.log_error_messages);
     record.emit();
     if let Some(telemetry) = &ctx.telemetry {
         telemetry.finished(FinishedCall {
             record: &record,
-            trace: facts.trace,
+            trace,
             context: request.context.as_deref(),
             started,
         });
@@ -466,7 +485,7 @@ pub(crate) fn record_call(
 }
 
 /// The request id as JSON text: `7`, or `"abc"` with its quotes.
-fn id_text(request: &Request) -> Cow<'_, str> {
+pub(crate) fn id_text(request: &Request) -> Cow<'_, str> {
     let text = request.id.text_lossy();
     match request.id.kind {
         Kind::String => {
@@ -514,7 +533,7 @@ impl SentAs {
 
 /// A `Content-Type` value as the call record logs it: the usual MCP ones without an
 /// allocation, another copied (`None` when it is not UTF-8).
-fn content_type_text(value: &[u8]) -> Option<Cow<'static, str>> {
+pub(crate) fn content_type_text(value: &[u8]) -> Option<Cow<'static, str>> {
     const USUAL: [&str; 3] = [
         "application/json",
         "text/event-stream",

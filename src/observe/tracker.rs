@@ -456,7 +456,7 @@ pub(crate) fn record_call(
     request: &Request,
     verdict: &Verdict,
     started: Instant,
-    facts: Facts<'_>,
+    mut facts: Facts<'_>,
 ) {
     let duration = started.elapsed();
     let method = request.method.text_lossy();
@@ -471,7 +471,7 @@ pub(crate) fn record_call(
         verdict.outcome,
         duration,
     );
-    let trace = facts.trace;
+    let trace = facts.trace.take();
     facts.fill(&mut record, request, verdict, tool, ctx.log_error_messages);
     record.emit();
     if let Some(telemetry) = &ctx.telemetry {

@@ -11,7 +11,7 @@
 #   bash bench/proxy.sh --no-scan     # skip the classifier benchmark
 #   bash bench/proxy.sh --no-pgo      # measure a plain `cargo build --release` instead
 #   bash bench/proxy.sh --only load --agents 64 --rounds 3   # a part (load, testbed, sse,
-#                                     # big, streams, telemetry) and other harness options
+#                                     # big, streams, telemetry, inspector) and other harness options
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"

@@ -14,6 +14,7 @@
 //! Without `--bench` (as `cargo test --all-targets` runs bench targets) it does nothing.
 
 mod hist;
+mod inspector;
 mod load;
 mod measure;
 mod procs;
@@ -46,7 +47,7 @@ pub(crate) struct Plan {
     /// The telemetry part's memory runs: calls through each process (collector down, export
     /// off).
     pub(crate) telemetry_calls: u64,
-    /// Parts to run: load, testbed, sse, big, streams, telemetry (all by default).
+    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector (all by default).
     pub(crate) only: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,

@@ -255,6 +255,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if r.get("telemetry").is_some() {
         telemetry_table(&mut t, &r["telemetry"]);
     }
+    if r.get("inspector").is_some() {
+        inspector_table(&mut t, &r["inspector"]);
+    }
     if let Some(c) = r
         .get("classifier")
         .and_then(Value::as_object)
@@ -289,6 +292,28 @@ fn table(r: &Value, checks: &[Check]) -> String {
     t
 }
 
+/// Targets of the inspector rows, in table order (`base` only with `--baseline`).
+pub(crate) const INSPECTOR_TARGETS: [&str; 5] = ["direct", "base", "off", "on", "watched"];
+
+/// The inspector part: its load rows (CPU per call and added latency against the inspector
+/// off), and what the watcher read.
+fn inspector_table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nInspector, fixed upstream, JSON: off | enabled, nobody reading (on) | enabled, a page's \
+         reader on /calls/stream and /calls/counts (watched)"
+    );
+    overhead_rows(t, r, &INSPECTOR_TARGETS);
+    let w = |k: &str| num(r, &format!("/watcher/{k}"));
+    let _ = writeln!(
+        t,
+        "  the watcher read {} call events ({} KiB) and polled the counts {} times",
+        f0(w("events")),
+        f0(w("bytes").map(|b| b / 1024.0)),
+        f0(w("polls")),
+    );
+}
+
 /// Targets of the telemetry rows, in table order (`base` only with `--baseline`).
 pub(crate) const TELEMETRY_TARGETS: [&str; 6] = ["direct", "base", "off", "r0.01", "r1", "stall"];
 
@@ -300,62 +325,7 @@ fn telemetry_table(t: &mut String, r: &Value) {
         "\nOpenTelemetry export, fixed upstream, JSON: off | traceidratio 0.01 (r0.01) and 1.0 (r1) to the \
          harness's OTLP sink | 1.0 to a sink that never answers (stall)"
     );
-    let _ = writeln!(
-        t,
-        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
-        "load",
-        "via",
-        "p50 us",
-        "p99 us",
-        "calls/s",
-        "+p50",
-        "+p99",
-        "cpu s/10k",
-        "cpu/off",
-        "+p50-off",
-        "+p99-off",
-        "errors"
-    );
-    if let Some(load) = r["load"].as_object() {
-        for (name, s) in load {
-            let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
-            let present = TELEMETRY_TARGETS
-                .iter()
-                .filter(|t| s["targets"].get(**t).is_some());
-            for (i, target) in present.enumerate() {
-                let traced = *target != "direct";
-                let added = |k: &str| {
-                    traced
-                        .then(|| Some(v(target, k)? - v("direct", k)?))
-                        .flatten()
-                };
-                let over_off = |k: &str| {
-                    (traced && *target != "off")
-                        .then(|| Some(v(target, k)? - v("off", k)?))
-                        .flatten()
-                };
-                let cpu_ratio = (traced && *target != "off")
-                    .then(|| Some(v(target, "cpu_s_per_10k")? / v("off", "cpu_s_per_10k")?))
-                    .flatten();
-                let _ = writeln!(
-                    t,
-                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
-                    if i == 0 { name.as_str() } else { "" },
-                    target,
-                    f1(v(target, "p50_us")),
-                    f1(v(target, "p99_us")),
-                    f0(v(target, "rps")),
-                    dash(added("p50_us"), f1),
-                    dash(added("p99_us"), f1),
-                    dash(v(target, "cpu_s_per_10k"), f2),
-                    dash(cpu_ratio, f2),
-                    dash(over_off("p50_us"), f1),
-                    dash(over_off("p99_us"), f1),
-                    f0(v(target, "errors")),
-                );
-            }
-        }
-    }
+    overhead_rows(t, r, &TELEMETRY_TARGETS);
     if let Some(exports) = r["exports"].as_object() {
         let _ = writeln!(
             t,
@@ -417,6 +387,65 @@ fn telemetry_table(t: &mut String, r: &Value) {
     }
 }
 
+/// Rows of a part that measures what a feature costs: each load's targets with their added
+/// latency over direct, CPU per call, and both against `off` (the feature off).
+fn overhead_rows(t: &mut String, r: &Value, targets: &[&str]) {
+    let _ = writeln!(
+        t,
+        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+        "load",
+        "via",
+        "p50 us",
+        "p99 us",
+        "calls/s",
+        "+p50",
+        "+p99",
+        "cpu s/10k",
+        "cpu/off",
+        "+p50-off",
+        "+p99-off",
+        "errors"
+    );
+    if let Some(load) = r["load"].as_object() {
+        for (name, s) in load {
+            let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
+            let present = targets.iter().filter(|t| s["targets"].get(**t).is_some());
+            for (i, target) in present.enumerate() {
+                let proxied = *target != "direct";
+                let added = |k: &str| {
+                    proxied
+                        .then(|| Some(v(target, k)? - v("direct", k)?))
+                        .flatten()
+                };
+                let over_off = |k: &str| {
+                    (proxied && *target != "off")
+                        .then(|| Some(v(target, k)? - v("off", k)?))
+                        .flatten()
+                };
+                let cpu_ratio = (proxied && *target != "off")
+                    .then(|| Some(v(target, "cpu_s_per_10k")? / v("off", "cpu_s_per_10k")?))
+                    .flatten();
+                let _ = writeln!(
+                    t,
+                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+                    if i == 0 { name.as_str() } else { "" },
+                    target,
+                    f1(v(target, "p50_us")),
+                    f1(v(target, "p99_us")),
+                    f0(v(target, "rps")),
+                    dash(added("p50_us"), f1),
+                    dash(added("p99_us"), f1),
+                    dash(v(target, "cpu_s_per_10k"), f2),
+                    dash(cpu_ratio, f2),
+                    dash(over_off("p50_us"), f1),
+                    dash(over_off("p99_us"), f1),
+                    f0(v(target, "errors")),
+                );
+            }
+        }
+    }
+}
+
 fn dash(x: Option<f64>, f: fn(Option<f64>) -> String) -> String {
     x.map_or("-".into(), |x| f(Some(x)))
 }
@@ -471,6 +500,17 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
             for t in ["r0.01", "r1"] {
                 out.push((
                     format!("telemetry {name}: {t} cpu / off"),
+                    cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
+                ));
+            }
+        }
+    }
+    if let Some(load) = r["inspector"]["load"].as_object() {
+        for (name, s) in load {
+            let cpu = |t: &str| num(s, &format!("/targets/{t}/cpu_s_per_10k"));
+            for t in ["on", "watched"] {
+                out.push((
+                    format!("inspector {name}: {t} cpu / off"),
                     cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
                 ));
             }

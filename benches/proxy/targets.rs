@@ -9,6 +9,8 @@ use crate::report::num;
 pub(crate) const TRACE_SAMPLED_CPU: f64 = 1.05;
 /// Export on at 1.0 (every call traced): CPU per call ÷ export off, at most.
 pub(crate) const TRACE_ALL_CPU: f64 = 1.5;
+/// CPU per call with the inspector on and a page reading it, against it off.
+pub(crate) const INSPECTOR_CPU: f64 = 1.05;
 /// A collector that never answers, 1 agent: added p50 at most this × export off's, plus
 /// [`STALL_P50_SLACK_US`]. The 1-agent latencies of one build move a few µs between the
 /// interleaved rounds of one run; a stall that held calls up would add a request's whole wait.
@@ -115,7 +117,31 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
         worst.map(|(w, _)| w <= 1.0),
     ));
     telemetry(r, &mut out);
+    inspector(r, &mut out);
     out
+}
+
+/// The inspector part's targets: CPU per call with a page watching against the inspector off.
+fn inspector(r: &Value, out: &mut Vec<Check>) {
+    for agents in [1, 64] {
+        let cpu = |x: &str| {
+            num(
+                r,
+                &format!("/inspector/load/fixed json c={agents}/targets/{x}/cpu_s_per_10k"),
+            )
+        };
+        let rel = cpu("watched").zip(cpu("off")).map(|(a, b)| a / b);
+        out.push(check(
+            format!("inspector c={agents}: watched CPU/call <= {INSPECTOR_CPU:.2}x off"),
+            format!(
+                "{} x ({} s vs {} s per 10k)",
+                f2(rel),
+                f2(cpu("watched")),
+                f2(cpu("off"))
+            ),
+            rel.map(|x| x <= INSPECTOR_CPU),
+        ));
+    }
 }
 
 /// The telemetry part's targets: CPU per call with export on against off, a stalled

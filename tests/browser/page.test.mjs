@@ -25,6 +25,8 @@ import { dirname, resolve } from "node:path";
 import puppeteer from "puppeteer-core";
 
 const WAIT_MS = 15_000;
+/** The whole run; past it the browser is closed and the process fails (so no Chromium outlives it). */
+const OVERALL_MS = 150_000;
 const ROWS_MAX = 200;
 const XSS = process.env.STRATA_XSS_TOOL || "<img src=x onerror=alert(1)>";
 const MODERN_VERSION = "2026-07-28";
@@ -84,9 +86,12 @@ function parseLabels(text) {
   return labels;
 }
 
+/** Totals by one label, leaving out those at zero (series may be there before any call). */
 function sumBy(series, label) {
   const out = {};
-  for (const { labels, value } of series) out[labels[label]] = (out[labels[label]] || 0) + value;
+  for (const { labels, value } of series) {
+    if (value > 0) out[labels[label]] = (out[labels[label]] || 0) + value;
+  }
   return out;
 }
 
@@ -148,6 +153,12 @@ async function clearFilters(total) {
   await page.click("#f-clear");
   await waitRows((n) => document.querySelectorAll("#calls-body tr:not([hidden])").length === n, total);
 }
+
+setTimeout(async () => {
+  console.error(`page.test.mjs: not finished within ${OVERALL_MS} ms`);
+  await browser?.close().catch(() => {});
+  process.exit(1);
+}, OVERALL_MS).unref();
 
 before(async () => {
   browser = await puppeteer.launch({

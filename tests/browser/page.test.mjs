@@ -299,9 +299,10 @@ test("a click on a row opens its whole record", async () => {
 });
 
 test("a hostile tool name renders as text and nothing runs", async () => {
+  assert.equal(await page.$$eval("#calls img, #detail img", (imgs) => imgs.length), 0, "no <img> in the table");
+  assert.deepEqual(await page.evaluate(() => window.__dialogs), [], "no dialog call");
   const hostile = (await rows()).find((r) => r.tool === XSS);
   assert.ok(hostile, `a row whose tool cell reads ${XSS}`);
-  assert.equal(await page.$$eval("#calls img, #detail img", (imgs) => imgs.length), 0, "no <img> in the table");
   const html = await page.$eval(`#calls-body tr[data-seq="${hostile.seq}"] td[data-col="tool"]`, (td) => td.innerHTML);
   assert.equal(html, XSS.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"));
 

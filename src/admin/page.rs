@@ -52,7 +52,10 @@ mod tests {
             assert!(!INDEX_HTML.contains(external), "the page has {external}");
         }
         for endpoint in ["calls/stream", "calls/inflight", "calls/counts", "\"calls?"] {
-            assert!(INDEX_HTML.contains(endpoint), "the page never reads {endpoint}");
+            assert!(
+                INDEX_HTML.contains(endpoint),
+                "the page never reads {endpoint}"
+            );
         }
     }
 }

@@ -30,9 +30,11 @@ use crate::support;
 
 /// A tool name that is markup: the page must show it as text and run nothing.
 const HOSTILE_TOOL: &str = "<img src=x onerror=alert(1)>";
-/// The call left in flight for the Stuck view, and how long the testbed holds it.
-const STUCK_TOOL: &str = "slow";
-const STUCK_MS: u64 = 300_000;
+/// The call left in flight for the Stuck view: an SSE response that drips one progress event
+/// every [`DRIP_GAP_MS`] for [`STUCK_FOR`], far longer than the test runs.
+const STUCK_TOOL: &str = "sse_drip";
+const DRIP_GAP_MS: u64 = 3_000;
+const STUCK_FOR: Duration = Duration::from_secs(300);
 /// The browser test's whole run, Chromium's start included.
 const BROWSER_LIMIT: Duration = Duration::from_secs(180);
 const PAGE_TEST: &str = "tests/browser/page.test.mjs";
@@ -98,13 +100,13 @@ async fn scenario_calls(stack: &Stack) -> Vec<String> {
     tools
 }
 
-/// A call the testbed holds for [`STUCK_MS`]; aborting the task cancels it.
+/// A call the testbed keeps streaming for [`STUCK_FOR`]; aborting the task cancels it.
 fn leave_in_flight(stack: &Stack) -> JoinHandle<()> {
-    let client = stack
-        .modern(Transport::Http1)
-        .with_timeout(Duration::from_millis(STUCK_MS));
+    let client = stack.modern(Transport::Http1).with_timeout(STUCK_FOR);
+    let count = STUCK_FOR.as_millis() as u64 / DRIP_GAP_MS;
+    let args = json!({"count": count, "interval_ms": DRIP_GAP_MS});
     tokio::spawn(async move {
-        let _ = client.call_tool(STUCK_TOOL, json!({"ms": STUCK_MS})).await;
+        let _ = client.call_tool(STUCK_TOOL, args).await;
     })
 }
 

@@ -4,15 +4,12 @@
 //! The page reads `/calls`, `/calls/stream`, `/calls/inflight` and `/calls/counts` with
 //! `fetch` (the stream too, so an `Authorization` header can go with it; the token comes from
 //! the URL fragment, `/#token=…`). Every text from a call record goes into the document as
-//! text, never as markup. `tests/browser/page.test.mjs` checks it in a real browser.
+//! text, never as markup. It needs no more from its `Content-Security-Policy` than inline
+//! script and styles, `connect-src 'self'` and `data:` images (its icon).
+//! `tests/browser/page.test.mjs` checks it in a real browser.
 
 /// The page as served.
 pub const INDEX_HTML: &str = include_str!("page/index.html");
-
-/// The `Content-Security-Policy` the page is written for: its own inline script and styles,
-/// requests to its own origin only, images from itself or `data:` (the icon).
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self' 'unsafe-inline'; \
-     style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:";
 
 #[cfg(test)]
 mod tests {

@@ -30,6 +30,8 @@ mod calls;
 pub mod page;
 mod stream;
 
+pub use stream::STREAM_BACKLOG;
+
 /// A response body: whole, or an event stream.
 pub type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -105,6 +107,11 @@ enum Route {
 /// behind after this much, not after hyper's default of some 400 KiB.
 const ADMIN_MAX_BUF: usize = 64 << 10;
 
+/// The admin sockets' kernel send buffer (Linux doubles it). Left to autotuning, a reader
+/// that stops reading while its window stays open lets the kernel queue up to
+/// `net.ipv4.tcp_wmem`'s maximum (4 MiB by default) before strata sees it fall behind.
+const ADMIN_SEND_BUFFER: usize = 64 << 10;
+
 /// Serves the admin endpoints on `listener` until `shutdown` completes, then lets open
 /// connections finish for up to [`ADMIN_DRAIN_TIMEOUT`]. HTTP/1.1 and h2 (prior knowledge).
 ///
@@ -162,6 +169,12 @@ pub async fn serve_admin_with(
             tracing::warn!(%peer, max = ADMIN_MAX_CONNECTIONS, "admin listener: too many connections; closing");
             drop(stream);
             continue;
+        }
+        // Set on each socket: one accepted before this loop first ran (already in the
+        // listen queue) was made with the listener's sizes of then.
+        if let Err(error) = socket2::SockRef::from(&stream).set_send_buffer_size(ADMIN_SEND_BUFFER)
+        {
+            tracing::debug!(%peer, %error, "admin connection: cannot set the send buffer size");
         }
         let control = ConnControl {
             kill: Arc::new(Notify::new()),
@@ -354,7 +367,11 @@ mod tests {
     fn routes_and_methods() {
         let state = state(None);
         let status = |method: Method, path: &str| {
-            let req = Request::builder().method(method).uri(path).body(()).unwrap();
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(())
+                .unwrap();
             respond(&req, &state, true, &control()).status()
         };
         assert_eq!(status(Method::GET, "/metrics"), StatusCode::OK);
@@ -381,7 +398,13 @@ mod tests {
         let inspector = Inspector::new(&config);
         let state = state(Some(inspector.clone()));
         let status = |path: &str, loopback| respond(&get(path), &state, loopback, &control());
-        for path in ["/", "/calls", "/calls/inflight", "/calls/counts", "/calls/stream"] {
+        for path in [
+            "/",
+            "/calls",
+            "/calls/inflight",
+            "/calls/counts",
+            "/calls/stream",
+        ] {
             assert_eq!(status(path, true).status(), StatusCode::NOT_FOUND, "{path}");
         }
         config.enabled = true;
@@ -389,11 +412,20 @@ mod tests {
         for path in ["/", "/calls", "/calls/inflight", "/calls/counts"] {
             assert_eq!(status(path, true).status(), StatusCode::OK, "{path}");
             // Off loopback without a token: nobody may read.
-            assert_eq!(status(path, false).status(), StatusCode::UNAUTHORIZED, "{path}");
+            assert_eq!(
+                status(path, false).status(),
+                StatusCode::UNAUTHORIZED,
+                "{path}"
+            );
         }
-        assert_eq!(status("/calls?limit=x", true).status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            status("/calls?limit=x", true).status(),
+            StatusCode::BAD_REQUEST
+        );
         let page = status("/", true);
-        let csp = page.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        let csp = page.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
         assert!(csp.starts_with("default-src 'none'"), "{csp}");
         assert_eq!(status("/metrics", false).status(), StatusCode::OK);
     }
@@ -416,8 +448,14 @@ mod tests {
         };
         for loopback in [true, false] {
             assert_eq!(with(None, loopback), StatusCode::UNAUTHORIZED);
-            assert_eq!(with(Some("Bearer nope"), loopback), StatusCode::UNAUTHORIZED);
-            assert_eq!(with(Some("Basic t0ken"), loopback), StatusCode::UNAUTHORIZED);
+            assert_eq!(
+                with(Some("Bearer nope"), loopback),
+                StatusCode::UNAUTHORIZED
+            );
+            assert_eq!(
+                with(Some("Basic t0ken"), loopback),
+                StatusCode::UNAUTHORIZED
+            );
             assert_eq!(with(Some("Bearer t0ken"), loopback), StatusCode::OK);
             assert_eq!(with(Some("bearer  t0ken"), loopback), StatusCode::OK);
         }

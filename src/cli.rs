@@ -5,6 +5,8 @@
 //! strata check-config FILE
 //! strata demo
 //! strata testbed [--listen ADDR]
+//! strata tap [--admin ADDR] [--outcome O] [--layer L] [--tool T] [--method M] [--client C]
+//!            [--json] [--token-file FILE]
 //! ```
 //!
 //! Run flags override the config file and may also come from `STRATA_*` environment variables
@@ -81,6 +83,9 @@ pub enum Command {
         /// The YAML config file to check.
         file: PathBuf,
     },
+    /// Print each call as it finishes, from a running strata's inspector (its admin
+    /// listener's /calls/stream; needs inspector.enabled). Ctrl-C stops.
+    Tap(crate::tap::TapArgs),
     /// Run the built-in testbed upstream and strata in front of it, make one call per
     /// scenario, and print what each was classified as.
     #[cfg(feature = "testbed")]

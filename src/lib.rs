@@ -15,5 +15,6 @@ pub mod observe;
 pub mod policy;
 pub mod proxy;
 pub mod runtime;
+pub mod tap;
 #[cfg(feature = "testbed")]
 pub mod testbed;

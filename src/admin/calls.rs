@@ -28,7 +28,10 @@ pub(super) fn page() -> Response<AdminBody> {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     response
 }
 
@@ -41,7 +44,8 @@ pub(super) fn list(inspector: &Inspector, query: Option<&str>) -> Response<Admin
     let capacity = inspector.capacity();
     let limit = filter.limit.unwrap_or(capacity).min(capacity);
     let entries = inspector.recent(&filter, limit);
-    let mut body = String::with_capacity(2 + entries.iter().map(|e| e.json.len() + 1).sum::<usize>());
+    let mut body =
+        String::with_capacity(2 + entries.iter().map(|e| e.json.len() + 1).sum::<usize>());
     body.push('[');
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
@@ -105,7 +109,10 @@ pub(super) fn counts(inspector: &Inspector, metrics: &Metrics) -> Response<Admin
 }
 
 fn add(counts: &mut serde_json::Map<String, serde_json::Value>, key: String, n: u64) {
-    let now = counts.get(&key).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let now = counts
+        .get(&key)
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
     counts.insert(key, (now + n).into());
 }
 

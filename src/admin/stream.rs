@@ -1,23 +1,23 @@
 //! `GET /calls/stream`: each call the query selects, as it finishes, as server-sent events
 //! (`id: <seq>`, `event: call`, `data: <the record's JSON>`).
 //!
-//! A reader never slows a call: the inspector's feed is a broadcast that overwrites what its
-//! slowest reader has not taken. A pump task moves events from the feed into a short queue
-//! the response body drains. A reader that stops reading fills its socket (the kernel's
-//! buffers and hyper's, `ADMIN_MAX_BUF`), then the queue; the pump waits, and once the feed
-//! has overwritten events it had not taken ([`FEED_BACKLOG`] behind) the reader's
-//! connection is closed. Each reader costs at most the queue and its place in the feed.
-//!
-//! [`FEED_BACKLOG`]: crate::observe::recent::FEED_BACKLOG
+//! A reader never slows a call: the inspector's feed is a broadcast that never waits for its
+//! readers. Each reader's pump task takes every event from the feed at once, and hands them
+//! to the response body as hyper asks for them. A reader that stops reading fills its socket
+//! (the kernel's send buffer, `ADMIN_SEND_BUFFER`, and hyper's, `ADMIN_MAX_BUF`), then the
+//! body's short queue, then the pump's backlog; once [`STREAM_BACKLOG`] events wait there (or
+//! the feed overwrote events the pump had not taken) its connection is closed. A reader costs
+//! at most that backlog.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
 use http::Response;
+use http::header::{self, HeaderValue};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::sync::broadcast::error::RecvError;
@@ -27,8 +27,12 @@ use super::calls::bad_request;
 use super::{AdminBody, ConnControl};
 use crate::observe::recent::{CallEntry, Filter, Inspector};
 
-/// Events a reader's queue holds on top of what its socket does.
-const STREAM_QUEUE: usize = 64;
+/// Events the body holds ready for hyper.
+const STREAM_QUEUE: usize = 16;
+
+/// Events a reader may be behind (taken from the feed, not yet in the body) before it is
+/// dropped.
+pub const STREAM_BACKLOG: usize = 512;
 
 /// The event stream's response; the pump runs until the reader leaves, falls behind, or the
 /// listener stops.
@@ -70,27 +74,27 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
     mut control: ConnControl,
 ) {
+    // Events taken from the feed that the body has no room for yet.
+    let mut backlog: VecDeque<Bytes> = VecDeque::new();
     let ended = loop {
-        let next = tokio::select! {
-            () = tx.closed() => break Ended::Left,
-            _ = control.stopping.wait_for(|stopping| *stopping) => break Ended::Stopping,
-            next = feed.recv() => next,
-        };
-        let entry = match next {
-            Ok(entry) => entry,
-            Err(RecvError::Lagged(_)) => break Ended::Lagged,
-            Err(RecvError::Closed) => break Ended::Stopping,
-        };
-        if !filter.matches(&entry, SystemTime::now()) {
-            continue;
-        }
-        // Waits while the reader's queue is full; the feed keeps filling meanwhile, and
-        // reports the lag once it has overwritten what this reader had not taken.
         tokio::select! {
-            sent = tx.send(event(&entry)) => if sent.is_err() {
-                break Ended::Left;
-            },
             _ = control.stopping.wait_for(|stopping| *stopping) => break Ended::Stopping,
+            permit = tx.reserve(), if !backlog.is_empty() => match (permit, backlog.pop_front()) {
+                (Ok(permit), Some(event)) => permit.send(event),
+                _ => break Ended::Left,
+            },
+            () = tx.closed(), if backlog.is_empty() => break Ended::Left,
+            next = feed.recv() => match next {
+                Ok(entry) if filter.matches(&entry, SystemTime::now()) => {
+                    if backlog.len() >= STREAM_BACKLOG {
+                        break Ended::Lagged;
+                    }
+                    backlog.push_back(event(&entry));
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => break Ended::Lagged,
+                Err(RecvError::Closed) => break Ended::Stopping,
+            },
         }
     };
     if ended == Ended::Lagged {

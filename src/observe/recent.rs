@@ -83,7 +83,10 @@ impl Inspector {
 
     /// Whether the inspector's endpoints answer.
     pub fn enabled(&self) -> bool {
-        self.access.read().unwrap_or_else(|e| e.into_inner()).enabled
+        self.access
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .enabled
     }
 
     /// The token readers must present, when one is set.

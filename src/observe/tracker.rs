@@ -490,7 +490,7 @@ pub(crate) fn record_call(
 }
 
 /// The request id as JSON text: `7`, or `"abc"` with its quotes.
-fn id_text(request: &Request) -> Cow<'_, str> {
+pub(crate) fn id_text(request: &Request) -> Cow<'_, str> {
     let text = request.id.text_lossy();
     match request.id.kind {
         Kind::String => {

@@ -34,8 +34,8 @@ use crate::runtime::per_worker::PerWorker;
 use crate::http::fields::{HeadFields, Headers};
 pub use crate::http::forward::Peer;
 use crate::http::names::Known;
-pub use crate::observe::resume::ResumeRegistry;
 use crate::observe::recent::Inspector;
+pub use crate::observe::resume::ResumeRegistry;
 use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{
@@ -234,10 +234,7 @@ impl Proxy {
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
             telemetry: carried.telemetry.clone(),
-            inspector: config
-                .inspector
-                .enabled
-                .then(|| carried.inspector.clone()),
+            inspector: config.inspector.enabled.then(|| carried.inspector.clone()),
         };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(

@@ -26,6 +26,7 @@ mod faults_agent;
 mod faults_conns;
 mod idempotency;
 mod idempotency_store;
+mod inspector;
 mod keepalive;
 mod layers;
 mod otel;

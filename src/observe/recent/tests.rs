@@ -13,13 +13,7 @@ fn config(recent: usize, max_bytes: usize) -> InspectorConfig {
 }
 
 fn call(tool: &str, outcome: Outcome) -> CallRecord<'static> {
-    let mut record = CallRecord::new(
-        "http://u",
-        "tools/call",
-        "1",
-        outcome,
-        Duration::ZERO,
-    );
+    let mut record = CallRecord::new("http://u", "tools/call", "1", outcome, Duration::ZERO);
     record.tool = Some(tool.to_owned().into());
     record
 }
@@ -48,7 +42,10 @@ fn the_ring_keeps_the_newest_by_bytes() {
     for tool in ["a", "b", "c", "d"] {
         inspector.finished(&call(tool, Outcome::ToolSuccess));
     }
-    assert_eq!(tools(&inspector.recent(&Filter::default(), 100)), ["d", "c"]);
+    assert_eq!(
+        tools(&inspector.recent(&Filter::default(), 100)),
+        ["d", "c"]
+    );
     let ring = inspector.lock();
     assert_eq!(ring.bytes(), one * 2);
 }

@@ -139,8 +139,9 @@ pub struct CallTracker {
     idempotency: Option<Box<(Ticket, Recording)>>,
     /// The request's target and body, to remember a failed call by.
     body: Option<SentAs>,
-    /// The calls' places among those in flight (only while the inspector is on).
-    watch: Option<Watch>,
+    /// The calls' places among those in flight (only while the inspector is on). Boxed: the
+    /// response body carries the tracker for an SSE stream's life.
+    watch: Option<Box<Watch>>,
     done: bool,
 }
 
@@ -170,7 +171,7 @@ impl CallTracker {
                 let (id, state) = (id_text(request), InflightState::Streaming);
                 InflightCall::of(request, id, session, client, started, state)
             });
-            inspector.inflight().watch(calls)
+            Box::new(inspector.inflight().watch(calls))
         });
         CallTracker {
             ctx,

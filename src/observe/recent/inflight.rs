@@ -48,7 +48,7 @@ pub enum InflightState {
 #[derive(Debug)]
 pub struct Watch {
     inflight: Arc<Inflight>,
-    keys: Vec<Option<u64>>,
+    keys: Box<[Option<u64>]>,
 }
 
 // === impl Inflight ===

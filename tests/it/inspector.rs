@@ -654,3 +654,45 @@ async fn tap_cannot_reach_a_strata_that_is_not_there() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tap_ends_cleanly_on_ctrl_c() {
+    use std::process::{Command, Stdio};
+    let stack = stack(|_| {}).await;
+    let admin = stack.strata.admin.to_string();
+    let mut tap = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["tap", "--admin", &admin])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(tap.stdout.take().unwrap());
+    let client = stack.modern(Http1);
+    let mut line = None;
+    for _ in 0..100 {
+        client.call_tool("tool_error", json!({})).await.unwrap();
+        line = next_line(&lines, Duration::from_millis(100)).await;
+        if line.is_some() {
+            break;
+        }
+    }
+    // A line as a terminal would show it, without colour here.
+    let line = line.expect("tap printed nothing");
+    assert!(
+        line.contains(" TOOL_ERROR ") && line.contains(" tool_error "),
+        "{line}"
+    );
+    assert!(!line.contains('\x1b'), "{line:?}");
+    let pid = tap.id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(sent.success());
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(status) = tap.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tap still running after Ctrl-C");
+        sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0));
+}

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::admin::{Health, serve_admin};
+use crate::admin::{AdminState, Health, serve_admin_with};
 use crate::config::{Config, ConfigErrors};
 use crate::listen::accept::{ServerSettings, serve};
 use crate::listen::tls::{self, AgentTls, TlsError};
@@ -112,10 +112,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         })
         .map_err(StartError::Workers)?
     };
-    let tasks = vec![tokio::spawn(serve_admin(
+    let admin_state = AdminState {
+        metrics: metrics.clone(),
+        health: health.clone(),
+        // The proxy keeps the one inspector across reloads; `reload` applies its settings.
+        inspector: Some(current.load().inspector().clone()),
+    };
+    let tasks = vec![tokio::spawn(serve_admin_with(
         admin_listener,
-        metrics.clone(),
-        health.clone(),
+        admin_state,
         wait_stop(stopped),
     ))];
     // Ready once the agent listener is bound: `/readyz` answers 200 from here on.
@@ -231,6 +236,7 @@ impl Running {
             );
         }
         self.current.store(proxy);
+        self.current.load().inspector().configure(&config.inspector);
         self.swap_telemetry(telemetry);
         // Certificate files are read again on every reload, so a renewed certificate is
         // served to the connections accepted from now on.

@@ -6,6 +6,8 @@
 //! strata classify [--json] [--fail-on LAYERS] FILE…
 //! strata demo
 //! strata testbed [--listen ADDR]
+//! strata tap [--admin ADDR] [--outcome O] [--layer L] [--tool T] [--method M] [--client C]
+//!            [--json] [--token-file FILE]
 //! ```
 //!
 //! Run flags override the config file and may also come from `STRATA_*` environment variables
@@ -97,6 +99,9 @@ pub enum Command {
         #[arg(long, value_name = "LAYERS", value_delimiter = ',', value_parser = crate::offline::parse_layer)]
         fail_on: Vec<crate::classify::Layer>,
     },
+    /// Print each call as it finishes, from a running strata's inspector (its admin
+    /// listener's /calls/stream; needs inspector.enabled). Ctrl-C stops.
+    Tap(crate::tap::TapArgs),
     /// Run the built-in testbed upstream and strata in front of it, make one call per
     /// scenario, and print what each was classified as.
     #[cfg(feature = "testbed")]

@@ -17,5 +17,6 @@ pub mod policy;
 pub mod proxy;
 pub mod runtime;
 pub mod table;
+pub mod tap;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -3,7 +3,9 @@
 //! read back exactly what would have been logged.
 
 mod json;
-pub(crate) use json::{Fields, Name, decimal, fields_object, write_string, write_u64};
+pub(crate) use json::{
+    Fields, Name, decimal, write_fields_object, write_string, write_timestamp_millis, write_u64,
+};
 mod stdout;
 pub(crate) use stdout::{batch_this_thread as batch_log_lines, flush_batched as flush_log_lines};
 

@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Some(Command::Tap(args)) => runtime.block_on(strata::tap::run(args)),
         #[cfg(feature = "testbed")]
         Some(Command::Demo) => runtime.block_on(strata::demo::run()),
         #[cfg(feature = "testbed")]

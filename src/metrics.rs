@@ -282,6 +282,28 @@ impl Metrics {
         self.telemetry_dropped[signal as usize].here().inc_by(n);
     }
 
+    /// `strata_calls_total` summed over methods and tools: `(layer, outcome, calls)` for each
+    /// pair counted so far (the inspector's `/calls/counts`).
+    pub fn calls_by_outcome(&self) -> Vec<(String, String, u64)> {
+        let mut counts: Vec<(String, String, u64)> = Vec::new();
+        let families = self.registry.gather();
+        let calls = families.iter().filter(|f| f.name() == "strata_calls_total");
+        for metric in calls.flat_map(|family| family.get_metric()) {
+            let label = |name: &str| {
+                let found = metric.get_label().iter().find(|l| l.name() == name);
+                found.map(|l| l.value().to_owned()).unwrap_or_default()
+            };
+            let (layer, outcome) = (label("layer"), label("outcome"));
+            // Counters hold whole numbers.
+            let n = metric.get_counter().get_value() as u64;
+            match counts.iter_mut().find(|c| c.0 == layer && c.1 == outcome) {
+                Some(count) => count.2 += n,
+                None => counts.push((layer, outcome, n)),
+            }
+        }
+        counts
+    }
+
     /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).
     ///
     /// Families labelled by method and tool appear once they have a series, i.e. after the

@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 mod error;
+mod inspector;
 mod locate;
 mod origins;
 mod policy;
@@ -23,6 +24,9 @@ mod validate;
 /// Re-exported so config users need not know the log module owns the type.
 pub use crate::log::LogFormat;
 pub use error::{ConfigError, ConfigErrors, Position};
+pub use inspector::{
+    BearerToken, INSPECTOR_MAX_BYTES_RANGE, INSPECTOR_RECENT_RANGE, InspectorConfig,
+};
 pub use origins::Origins;
 pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
@@ -67,6 +71,8 @@ pub struct Config {
     pub origins: Origins,
     /// OpenTelemetry export; `None` when no endpoint is set (or `OTEL_SDK_DISABLED=true`).
     pub telemetry: Option<TelemetryConfig>,
+    /// The recent calls inspector (`/calls` on the admin listener, `strata tap`).
+    pub inspector: InspectorConfig,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -103,6 +109,7 @@ impl Config {
             policy: PolicyConfig::default(),
             origins: Origins::default(),
             telemetry: None,
+            inspector: InspectorConfig::default(),
         }
     }
 

@@ -39,6 +39,7 @@ pub(super) struct RawConfig {
     pub(super) idempotency: Option<RawIdempotency>,
     pub(super) origins: Option<Vec<Spanned<String>>>,
     pub(super) telemetry: Option<RawTelemetry>,
+    pub(super) inspector: Option<RawInspector>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,4 +168,14 @@ pub(super) struct RawTraces {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTelemetryMetrics {
     pub(super) interval: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInspector {
+    /// Spanned: the safety rule's error points at it.
+    pub(super) enabled: Option<Spanned<bool>>,
+    pub(super) recent: Text,
+    pub(super) max_bytes: Text,
+    pub(super) token_file: Text,
 }

@@ -108,21 +108,23 @@ pub(crate) fn write_fields_line<W: Write>(
     out.write_str("}\n")
 }
 
-/// The fields `record` writes as one JSON object, `{"name":value,…}`: a line of this format
-/// without its timestamp, level and target (`strata classify --json`).
-pub(crate) fn fields_object(record: impl FnOnce(&mut Fields<'_, String>)) -> String {
-    let mut out = String::new();
+/// `{`, the members `head` writes (the first without a leading comma), the fields `record`
+/// writes, `}`: a record's log fields as a JSON object of its own (the recent calls,
+/// `observe/recent.rs`).
+pub(crate) fn write_fields_object<W: Write>(
+    out: &mut W,
+    head: impl FnOnce(&mut W) -> fmt::Result,
+    record: impl FnOnce(&mut Fields<'_, W>),
+) -> fmt::Result {
+    out.write_char('{')?;
+    head(out)?;
     let mut fields = Fields {
-        out: &mut out,
+        out,
         result: Ok(()),
     };
     record(&mut fields);
-    // Each field is written as `,"name":value`: the first one's comma becomes the brace.
-    match out.strip_prefix(',') {
-        Some(rest) => out = format!("{{{rest}}}"),
-        None => out = format!("{{{out}}}"),
-    }
-    out
+    fields.result?;
+    out.write_char('}')
 }
 
 fn level_name(level: &Level) -> &'static str {
@@ -420,6 +422,15 @@ fn write_timestamp(w: &mut impl Write, now: SystemTime) -> fmt::Result {
     w.write_char('Z')
 }
 
+/// `2026-11-29T17:03:00.123Z` (RFC 3339, UTC, milliseconds).
+pub(crate) fn write_timestamp_millis(w: &mut impl Write, at: SystemTime) -> fmt::Result {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    write_second(w, since.as_secs())?;
+    let millis = since.subsec_millis() as usize * 3;
+    w.write_str(&THREE_DIGITS[millis..millis + 3])?;
+    w.write_char('Z')
+}
+
 /// `2026-11-29T17:03:00.`: second `secs` since the epoch, up to its fraction.
 fn write_second(w: &mut impl Write, secs: u64) -> fmt::Result {
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
@@ -612,5 +623,30 @@ mod tests {
         assert_eq!(at(4_107_542_400, 10), "2100-03-01T00:00:00.000010Z");
         assert_eq!(at(4_107_542_399, 0), "2100-02-28T23:59:59.000000Z");
         assert_eq!(at(0, 999_999), "1970-01-01T00:00:00.999999Z");
+    }
+
+    #[test]
+    fn millisecond_timestamps() {
+        let at = |secs: u64, micros: u64| {
+            let mut out = String::new();
+            let t = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+            write_timestamp_millis(&mut out, t).unwrap();
+            out
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_798_561_380, 123_999), "2026-12-29T16:23:00.123Z");
+        assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999Z");
+    }
+
+    #[test]
+    fn fields_as_an_object() {
+        let mut out = String::new();
+        let head = |w: &mut String| w.write_str("\"seq\":1");
+        write_fields_object(&mut out, head, |fields| {
+            fields.str(Name::Key(",\"method\":"), "tools/call");
+            fields.u64("attempts", 2);
+        })
+        .unwrap();
+        assert_eq!(out, r#"{"seq":1,"method":"tools/call","attempts":2}"#);
     }
 }

@@ -7,10 +7,10 @@
 
 use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tracing::Level;
 
@@ -179,12 +179,36 @@ impl<'a> CallRecord<'a> {
     /// The record as one JSON object: the fields of its log line, without the line's
     /// timestamp, level and target (`strata classify --json`).
     pub fn to_json(&self) -> String {
-        log::fields_object(|fields| self.record(fields))
+        let mut out = String::new();
+        let head = |w: &mut String| w.write_str("\"message\":\"call\"");
+        // Into a `String`: cannot fail.
+        let _ = log::write_fields_object(&mut out, head, |fields| self.fields(fields));
+        out
+    }
+
+    /// The record as one JSON object, into `out`: `seq` and `time` (when the call finished,
+    /// RFC 3339 UTC with milliseconds), then the log line's fields after `message` — the same
+    /// names and values, written by the same code. What the recent calls keep.
+    pub fn write_object(&self, seq: u64, time: SystemTime, out: &mut String) -> fmt::Result {
+        let head = |w: &mut String| {
+            w.write_str("\"seq\":")?;
+            log::write_u64(w, seq)?;
+            w.write_str(",\"time\":\"")?;
+            log::write_timestamp_millis(w, time)?;
+            w.write_char('"')
+        };
+        log::write_fields_object(out, head, |fields| self.fields(fields))
     }
 
     /// The record's fields in the event's order (`emit_event`'s, `message` first, as
     /// tracing's macros put it).
     fn record(&self, fields: &mut Fields<'_, String>) {
+        fields.unescaped(Name::Key(",\"message\":"), |w| w.write_str("call"));
+        self.fields(fields);
+    }
+
+    /// The record's own fields, after `message`.
+    fn fields(&self, fields: &mut Fields<'_, String>) {
         // Each name written ahead: `,"name":`.
         macro_rules! key {
             ($name:literal) => {
@@ -199,7 +223,6 @@ impl<'a> CallRecord<'a> {
         let known = |fields: &mut Fields<'_, String>, name, value: &'static str| {
             fields.unescaped(name, |w| fmt::Write::write_str(w, value));
         };
-        known(fields, key!("message"), "call");
         fields.str(key!("upstream"), &self.upstream);
         let session = self.session.as_ref().map(SessionHash::as_str);
         optional(fields, key!("session"), session);

@@ -2,13 +2,15 @@
 //! (`inspect.rs`), the call tracker that carries every JSON-RPC call to its outcome
 //! (`tracker.rs`), calls parked for a resumed stream (`resume.rs`), the agent's own retries
 //! told apart (`client_retry.rs`), client names per session (`session_clients.rs`), and the
-//! per-call record and its log line (`call_record.rs`), and what a call's trace needs
-//! (`call_trace.rs`) on its way to OpenTelemetry export (`telemetry/`).
+//! per-call record and its log line (`call_record.rs`), what a call's trace needs
+//! (`call_trace.rs`) on its way to OpenTelemetry export (`telemetry/`), and the recent calls
+//! the inspector keeps (`recent.rs`).
 
 pub mod call_record;
 pub mod call_trace;
 pub mod client_retry;
 pub mod inspect;
+pub mod recent;
 pub mod resume;
 pub mod session_clients;
 pub mod telemetry;

@@ -31,6 +31,8 @@ pub struct Parked {
     pub protocol_version: Option<Box<str>>,
     pub content_type: Option<std::borrow::Cow<'static, str>>,
     pub _pending: GaugeGuard,
+    /// Its place among the calls in flight, as parked (only while the inspector is on).
+    pub _watch: Option<super::recent::Watch>,
 }
 
 struct Entry {

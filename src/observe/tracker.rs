@@ -13,6 +13,7 @@ use crate::idempotency::{Recording, Ticket};
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash};
 use crate::observe::call_trace::CallTrace;
+use crate::observe::recent::{InflightCall, InflightState, Inspector, Watch};
 use crate::observe::telemetry::{FinishedCall, Telemetry};
 use crate::policy::Annotations;
 
@@ -35,6 +36,8 @@ pub struct CallContext {
     pub recent: Arc<RecentFailures>,
     /// OpenTelemetry export, when on.
     pub telemetry: Option<Arc<Telemetry>>,
+    /// The recent calls inspector, when on.
+    pub inspector: Option<Arc<Inspector>>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -143,6 +146,9 @@ pub struct CallTracker {
     idempotency: Option<Box<(Ticket, Recording)>>,
     /// The request's target and body, to remember a failed call by.
     body: Option<SentAs>,
+    /// The calls' places among those in flight (only while the inspector is on). Boxed: the
+    /// response body carries the tracker for an SSE stream's life.
+    watch: Option<Box<Watch>>,
     done: bool,
 }
 
@@ -165,6 +171,15 @@ impl CallTracker {
         {
             exchange.learn_tools();
         }
+        let watch = ctx.inspector.as_ref().map(|inspector| {
+            let (session, client) = (session.as_deref(), client.as_deref());
+            let calls = exchange.requests().zip(0..).map(|(request, i)| {
+                let started = meta.get(i).map_or_else(Instant::now, |m| m.started);
+                let (id, state) = (id_text(request), InflightState::Streaming);
+                InflightCall::of(request, id, session, client, started, state)
+            });
+            Box::new(inspector.inflight().watch(calls))
+        });
         CallTracker {
             ctx,
             exchange,
@@ -178,6 +193,7 @@ impl CallTracker {
             sse_stream: None,
             idempotency: None,
             body: None,
+            watch,
             done: false,
         }
     }
@@ -300,6 +316,15 @@ impl CallTracker {
             trace.parked(Instant::now());
         }
         meta.sse_events += self.exchange.sse_events();
+        let watch = self.ctx.inspector.as_ref().map(|inspector| {
+            let (id, state) = (id_text(&request), InflightState::Parked);
+            let (client, started) = (self.client.as_deref(), meta.started);
+            let call = InflightCall::of(&request, id, Some(&session), client, started, state);
+            inspector.inflight().watch([call])
+        });
+        if let Some(watch) = &mut self.watch {
+            watch.done(i);
+        }
         let parked = Parked {
             request,
             meta,
@@ -308,6 +333,7 @@ impl CallTracker {
             protocol_version: self.protocol_version.clone(),
             content_type: self.content_type.clone(),
             _pending: self.ctx.metrics.pending_resumable_guard(),
+            _watch: watch,
         };
         self.ctx
             .resume
@@ -336,6 +362,9 @@ impl CallTracker {
             for hint in self.exchange.take_tool_hints() {
                 annotations.learn(&hint.name, hint.read_only, hint.idempotent);
             }
+        }
+        if let Some(watch) = &mut self.watch {
+            watch.done(i);
         }
         let Some(meta) = self.meta.get_mut(i) else {
             return;
@@ -474,6 +503,9 @@ pub(crate) fn record_call(
     let trace = facts.trace.take();
     facts.fill(&mut record, request, verdict, tool, ctx.log_error_messages);
     record.emit();
+    if let Some(inspector) = &ctx.inspector {
+        inspector.finished(&record);
+    }
     if let Some(telemetry) = &ctx.telemetry {
         telemetry.finished(FinishedCall {
             record: &record,

@@ -34,6 +34,7 @@ use crate::runtime::per_worker::PerWorker;
 use crate::http::fields::{HeadFields, Headers};
 pub use crate::http::forward::Peer;
 use crate::http::names::Known;
+use crate::observe::recent::Inspector;
 pub use crate::observe::resume::ResumeRegistry;
 use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
@@ -111,6 +112,8 @@ struct Carried {
     recent: Arc<crate::observe::client_retry::RecentFailures>,
     /// OpenTelemetry export, when on (a reload may replace it: `app.rs`).
     telemetry: Option<Arc<Telemetry>>,
+    /// The recent calls inspector; in the call context only while `inspector.enabled`.
+    inspector: Arc<Inspector>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -195,6 +198,7 @@ impl Proxy {
             idempotency: IdempotencyStore::new(&config.policy.idempotency),
             recent: Arc::default(),
             telemetry,
+            inspector: Inspector::new(&config.inspector),
         };
         Self::build(config, carried)
     }
@@ -230,6 +234,7 @@ impl Proxy {
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
             telemetry: carried.telemetry.clone(),
+            inspector: config.inspector.enabled.then(|| carried.inspector.clone()),
         };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(
@@ -277,6 +282,11 @@ impl Proxy {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.ctx().metrics
+    }
+
+    /// The recent calls inspector (kept across reloads; `app.rs` applies its settings).
+    pub fn inspector(&self) -> &Arc<Inspector> {
+        &self.carried.inspector
     }
 
     pub fn resume_registry(&self) -> &Arc<ResumeRegistry> {

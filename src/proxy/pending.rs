@@ -16,8 +16,9 @@ use http::HeaderValue;
 use super::Proxy;
 use super::attempt::RetryPlan;
 use crate::observe::inspect::Inspection;
+use crate::observe::recent::{InflightCall, InflightState, Watch};
 use crate::observe::resume;
-use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs};
+use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs, id_text};
 
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
 /// request it carried is CLIENT_CANCELLED.
@@ -37,6 +38,8 @@ pub(super) struct PendingCall<'a> {
     body: Option<SentAs>,
     /// What the call's trace needs (only while OpenTelemetry export is on).
     trace: Option<Box<CallTrace>>,
+    /// The calls' places among those in flight, waiting for the head (inspector on).
+    watch: Option<Watch>,
 }
 
 impl<'a> PendingCall<'a> {
@@ -60,6 +63,7 @@ impl<'a> PendingCall<'a> {
             client_retry: false,
             body: None,
             trace: None,
+            watch: None,
         }
     }
 }
@@ -71,6 +75,7 @@ impl PendingCall<'_> {
     /// agent is re-sending a call that just failed (checked only for one request).
     pub(super) fn plan(&mut self, retryable_body: bool, has_key: bool) -> RetryPlan {
         self.read_inspection();
+        self.watch_waiting();
         let plan = if retryable_body {
             self.retry_plan(has_key)
         } else {
@@ -93,6 +98,24 @@ impl PendingCall<'_> {
             }
         }
         plan
+    }
+
+    /// While the inspector is on, the calls read so far are in flight, waiting for the head
+    /// (the tracker takes over from them when it comes).
+    fn watch_waiting(&mut self) {
+        let (Some(inspector), Some(inspection)) = (&self.proxy.ctx().inspector, &self.inspection)
+        else {
+            return;
+        };
+        let session = self.session.as_deref();
+        let client = session.and_then(|s| self.proxy.ctx().clients.get(s));
+        let started = self.started;
+        self.watch = Some(inspection.with_requests(|requests| {
+            inspector.inflight().watch(requests.iter().map(|r| {
+                let state = InflightState::Waiting;
+                InflightCall::of(r, id_text(r), session, client.as_deref(), started, state)
+            }))
+        }));
     }
 
     /// Upstream attempts so far (1 until a retry).
@@ -259,6 +282,8 @@ impl PendingCall<'_> {
             if let Some(sent) = self.body.take() {
                 tracker.remember_body(sent);
             }
+            // The tracker watches the calls now.
+            self.watch = None;
             return Some(tracker);
         }
         if self.resumed.is_empty() {

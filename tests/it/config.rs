@@ -174,7 +174,7 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
-             trust_annotations, idempotency, origins, telemetry",
+             trust_annotations, idempotency, origins, telemetry, inspector",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
@@ -256,6 +256,16 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlimits:\n  max_header_bytes: 4KiB\n",
             "t.yaml:3:21: limits.max_header_bytes: \"4KiB\" is out of range; \
              expected 8KiB..=16MiB",
+        ),
+        (
+            "upstream: http://h:1\ninspector:\n  recent: 0\n",
+            "t.yaml:3:11: inspector.recent: expected a whole number in 1..=1000000, got \"0\"",
+        ),
+        (
+            "upstream: http://h:1\nadmin: 0.0.0.0:9464\ninspector:\n  enabled: true\n",
+            "t.yaml:4:12: inspector.enabled: the admin listener 0.0.0.0:9464 is not loopback, \
+             so the inspector needs inspector.token_file (a file holding a bearer token); or \
+             bind admin to 127.0.0.1",
         ),
         (
             "upstream: http://h:1\nupstream_tls:\n  ca_file: does-not-exist.pem\n",

@@ -215,3 +215,72 @@ async fn secrets_never_reach_the_log() {
         }
     }
 }
+
+const IDEMPOTENCY_KEY: &str = "IDEM-SECRET-6d1f";
+
+/// The same calls, with an `Idempotency-Key` too, while the inspector is on: neither `/calls`
+/// nor the live stream shows any of the secrets (records carry names, ids and outcomes only).
+#[tokio::test]
+async fn secrets_never_reach_the_inspector() {
+    use http_body_util::{BodyExt, Empty};
+    let upstream = ScriptedUpstream::spawn(leaky_upstream).await;
+    let strata = support::strata(upstream.addr, |c| c.inspector.enabled = true).await;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let admin = |path: &str| {
+        let uri = format!("http://{}{path}", strata.admin);
+        http.request(http::Request::get(uri).body(Empty::new()).unwrap())
+    };
+    let mut stream = admin("/calls/stream").await.unwrap().into_body();
+    let client = McpClient::modern(strata.listen).with_timeout(LIMIT);
+    let tools = ["json", "sse", "http500", "tool_error"];
+    for (n, tool) in tools.into_iter().enumerate() {
+        let id = client.next_id();
+        let body = client.tool_call_body(&id, tool, json!({"token": ARG}));
+        let key = format!("{IDEMPOTENCY_KEY}-{n}");
+        let req = client
+            .post_builder("tools/call", Some(tool))
+            .header("authorization", AUTH)
+            .header("cookie", COOKIE)
+            .header("mcp-session-id", SESSION)
+            .header("idempotency-key", key)
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        client.exchange(id, req).await.unwrap();
+    }
+    let mut streamed = String::new();
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while streamed.matches("event: call").count() < tools.len() {
+        let frame = tokio::time::timeout_at(deadline, stream.frame())
+            .await
+            .unwrap();
+        let frame = frame.unwrap().unwrap();
+        streamed.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
+    }
+    let listed = admin("/calls")
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap();
+    let listed = String::from_utf8(listed.to_bytes().to_vec()).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Vec<Value>>(&listed).unwrap().len(),
+        tools.len()
+    );
+    let secrets = [
+        "sk-AUTH-SECRET",
+        "COOKIE-SECRET",
+        ARG,
+        ERR,
+        SESSION,
+        SET_COOKIE,
+        IDEMPOTENCY_KEY,
+    ];
+    for text in [&streamed, &listed] {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{secret:?} shown: {text}");
+        }
+    }
+}

@@ -27,6 +27,8 @@ mod faults_agent;
 mod faults_conns;
 mod idempotency;
 mod idempotency_store;
+mod inspector;
+mod inspector_page;
 mod keepalive;
 mod layers;
 mod otel;

@@ -146,3 +146,31 @@ fn the_direct_line_is_the_events_line() {
         assert_eq!(untimed(lines[0]), untimed(lines[1]), "{text}");
     }
 }
+
+/// The object the recent calls keep is the log line's fields (after `message`), with `seq`
+/// and `time` first and without the line's timestamp, level, message and target.
+#[test]
+fn the_object_is_the_lines_fields() {
+    let mut failed = tool_call();
+    failed.set_error(-32_602, "bad \"args\"", true);
+    for record in [tool_call(), failed] {
+        let (guard, logs) = capture_json();
+        record.emit();
+        drop(guard);
+        let mut line = logs.json_lines_for(CALL_TARGET).remove(0);
+        let mut object = String::new();
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(1_798_561_380_123);
+        record.write_object(42, at, &mut object).unwrap();
+        let mut object: serde_json::Value = serde_json::from_str(&object).unwrap();
+        assert_eq!(object["seq"], 42);
+        assert_eq!(object["time"], "2026-12-29T16:23:00.123Z");
+        let fields = line.as_object_mut().unwrap();
+        for gone in ["timestamp", "level", "message", "target"] {
+            fields.remove(gone);
+        }
+        let own = object.as_object_mut().unwrap();
+        own.remove("seq");
+        own.remove("time");
+        assert_eq!(object, line);
+    }
+}

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! strata [--config FILE] [--listen ADDR] [--upstream URL] [--admin ADDR] [--log-format json|pretty]
+//!        [--capture FILE]
 //! strata check-config FILE
 //! strata classify [--json] [--fail-on LAYERS] FILE…
 //! strata demo
@@ -72,6 +73,10 @@ pub struct RunArgs {
             .try_map(|s| s.parse::<LogFormat>()),
     )]
     pub log_format: Option<LogFormat>,
+    /// Record the MCP traffic to this HAR file, for `strata classify` [config: capture.path;
+    /// default off].
+    #[arg(long, value_name = "FILE", env = "STRATA_CAPTURE")]
+    pub capture: Option<PathBuf>,
 }
 
 /// What to do instead of running the proxy.
@@ -121,6 +126,7 @@ impl RunArgs {
             admin: self.admin,
             log_format: self.log_format,
             otel_env: OtelEnv::from_process(),
+            capture: self.capture.clone(),
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
+mod capture;
 mod error;
 mod locate;
 mod origins;
@@ -22,6 +23,9 @@ mod validate;
 
 /// Re-exported so config users need not know the log module owns the type.
 pub use crate::log::LogFormat;
+pub use capture::{
+    ALWAYS_REDACTED, CAPTURE_MAX_BODY_RANGE, CAPTURE_MAX_FILE_RANGE, CaptureConfig,
+};
 pub use error::{ConfigError, ConfigErrors, Position};
 pub use origins::Origins;
 pub use policy::{
@@ -67,6 +71,8 @@ pub struct Config {
     pub origins: Origins,
     /// OpenTelemetry export; `None` when no endpoint is set (or `OTEL_SDK_DISABLED=true`).
     pub telemetry: Option<TelemetryConfig>,
+    /// Traffic capture to a HAR file; `None` (the default) when no path is set.
+    pub capture: Option<CaptureConfig>,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -81,6 +87,8 @@ pub struct Overrides {
     pub log_format: Option<LogFormat>,
     /// The process's `OTEL_*` environment variables (read under the file's `telemetry`).
     pub otel_env: OtelEnv,
+    /// `--capture FILE`: replaces `capture.path` (and turns capture on).
+    pub capture: Option<std::path::PathBuf>,
 }
 
 // === impl Config ===
@@ -103,6 +111,7 @@ impl Config {
             policy: PolicyConfig::default(),
             origins: Origins::default(),
             telemetry: None,
+            capture: None,
         }
     }
 

@@ -39,6 +39,7 @@ pub(super) struct RawConfig {
     pub(super) idempotency: Option<RawIdempotency>,
     pub(super) origins: Option<Vec<Spanned<String>>>,
     pub(super) telemetry: Option<RawTelemetry>,
+    pub(super) capture: Option<RawCapture>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,4 +168,13 @@ pub(super) struct RawTraces {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTelemetryMetrics {
     pub(super) interval: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCapture {
+    pub(super) path: Text,
+    pub(super) max_body: Text,
+    pub(super) max_file: Text,
+    pub(super) redact: Option<Vec<Spanned<String>>>,
 }

@@ -20,6 +20,7 @@ use super::sections::{
 use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
+mod capture;
 mod policy;
 mod telemetry;
 mod tls;
@@ -75,6 +76,7 @@ pub(super) fn validate(
     let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
     let origins = v.origins(raw.origins.unwrap_or_default());
     let telemetry = v.telemetry(raw.telemetry, &overrides.otel_env);
+    let capture = v.capture(raw.capture, overrides.capture.as_ref());
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -93,6 +95,7 @@ pub(super) fn validate(
             policy,
             origins,
             telemetry,
+            capture,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.

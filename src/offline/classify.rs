@@ -222,9 +222,10 @@ impl Recording {
         }
         run.exchange.data(&response.body);
         run.settled(self);
-        let how = match response.broken {
-            true => exchange::BodyEnd::UpstreamError,
-            false => exchange::BodyEnd::Complete,
+        let how = match (response.agent_gone, response.broken) {
+            (true, _) => exchange::BodyEnd::AgentGone,
+            (false, true) => exchange::BodyEnd::UpstreamError,
+            (false, false) => exchange::BodyEnd::Complete,
         };
         run.end(self, how);
     }

@@ -4,7 +4,8 @@
 //! `hardump` and Charles. Parsed with serde_json; fields strata does not read are ignored.
 //!
 //! A response with status 0 (browsers, mitmproxy) is no response at all; a response
-//! `_error` (mitmproxy, Chrome) says the exchange broke.
+//! `_error` (mitmproxy, Chrome) says the exchange broke — or, in strata's own capture
+//! (`src/capture/`), that the agent left before the body's end.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -94,6 +95,8 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The recorder saw the exchange break (`_error`).
     pub broken: bool,
+    /// strata's capture saw the agent leave before the body's end (its own `_error`).
+    pub agent_gone: bool,
 }
 
 /// Reads a HAR document: its entries in the order they started.
@@ -149,6 +152,7 @@ fn response(raw: RawResponse) -> Result<Option<Response>, String> {
         headers: raw.headers,
         body: decode(&content).map_err(|e| format!("content: {e}"))?,
         mime_type: content.mime_type.filter(|m| !m.is_empty()),
+        agent_gone: raw.error.as_deref() == Some(crate::capture::AGENT_GONE),
         broken: raw.error.is_some_and(|e| !e.is_empty()),
     }))
 }

@@ -111,6 +111,8 @@ struct Carried {
     recent: Arc<crate::observe::client_retry::RecentFailures>,
     /// OpenTelemetry export, when on (a reload may replace it: `app.rs`).
     telemetry: Option<Arc<Telemetry>>,
+    /// Traffic capture, when on (set at start: a reload keeps it).
+    capture: Option<Arc<crate::capture::Capture>>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -187,6 +189,16 @@ impl Proxy {
         metrics: Arc<Metrics>,
         telemetry: Option<Arc<Telemetry>>,
     ) -> Result<Arc<Proxy>, ClientError> {
+        Self::capturing(config, metrics, telemetry, None)
+    }
+
+    /// [`Proxy::new`], each exchange captured to `capture` when given.
+    pub fn capturing(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        telemetry: Option<Arc<Telemetry>>,
+        capture: Option<Arc<crate::capture::Capture>>,
+    ) -> Result<Arc<Proxy>, ClientError> {
         let carried = Carried {
             metrics,
             resume: ResumeRegistry::new(config.timeouts.resume_window),
@@ -195,6 +207,7 @@ impl Proxy {
             idempotency: IdempotencyStore::new(&config.policy.idempotency),
             recent: Arc::default(),
             telemetry,
+            capture,
         };
         Self::build(config, carried)
     }
@@ -230,6 +243,7 @@ impl Proxy {
             annotations: trusted.then(|| carried.annotations.clone()),
             recent: carried.recent.clone(),
             telemetry: carried.telemetry.clone(),
+            capture: carried.capture.clone(),
         };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(

@@ -301,7 +301,12 @@ impl Running {
         }
         // The calls are done: what capture holds is written within the drain time.
         if let Some(capture) = &self.capture {
-            let drain = self.config.lock().unwrap_or_else(|e| e.into_inner()).timeouts.drain;
+            let drain = self
+                .config
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .timeouts
+                .drain;
             capture.flush(drain.max(MIN_TELEMETRY_FLUSH)).await;
         }
         // The calls are done: their spans and points go out within the drain time.

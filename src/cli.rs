@@ -211,6 +211,14 @@ mod tests {
     }
 
     #[test]
+    fn capture_flag_overrides_the_path() {
+        let cli = Cli::try_parse_from(["strata", "--capture", "c.har"]).unwrap();
+        assert_eq!(cli.run.overrides().capture, Some(PathBuf::from("c.har")));
+        let none = Cli::try_parse_from(["strata"]).unwrap();
+        assert_eq!(none.run.overrides().capture, None);
+    }
+
+    #[test]
     fn subcommands() {
         let parse = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.command);
         assert_eq!(

@@ -20,8 +20,8 @@ mod tests;
 
 pub use calls::CallHandles;
 pub use labels::{
-    CaptureResult, HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult, RetryReason,
-    SuppressReason, TelemetrySignal, TlsFailure,
+    CaptureResult, HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult,
+    RetryReason, SuppressReason, TelemetrySignal, TlsFailure,
 };
 
 use crate::runtime::per_worker::PerWorker;

@@ -135,7 +135,8 @@ impl BodyCopy {
         self.size += chunk.len() as u64;
         let room = self.max.saturating_sub(self.bytes.len());
         if room > 0 {
-            self.bytes.extend_from_slice(&chunk[..room.min(chunk.len())]);
+            self.bytes
+                .extend_from_slice(&chunk[..room.min(chunk.len())]);
         }
     }
 
@@ -177,7 +178,12 @@ impl Recorder {
     }
 
     /// The response's status and content type; its fields when known.
-    pub fn response_head(&mut self, status: u16, content_type: Option<&str>, fields: Option<Fields>) {
+    pub fn response_head(
+        &mut self,
+        status: u16,
+        content_type: Option<&str>,
+        fields: Option<Fields>,
+    ) {
         let answer = self.entry.response.get_or_insert_with(|| Answer {
             status,
             headers: None,
@@ -227,7 +233,11 @@ mod tests {
             "Idempotency-Key",
             "X-Api-Key",
         ] {
-            assert_eq!(redactor.field(name.as_bytes(), b"s3cret").1, REDACTED, "{name}");
+            assert_eq!(
+                redactor.field(name.as_bytes(), b"s3cret").1,
+                REDACTED,
+                "{name}"
+            );
         }
         let (name, value) = redactor.field(b"Mcp-Session-Id", b"live-session");
         assert_eq!(name, "Mcp-Session-Id");

@@ -43,9 +43,8 @@ impl HarFile {
     /// Appends one entry (HAR JSON). On error the entry is lost and the file left as it was
     /// before it (or closed, to be begun anew at the next entry).
     pub(super) fn append(&mut self, entry: &[u8]) -> io::Result<()> {
-        let fits = |open: &Open| {
-            open.entries == 0 || open.len + 1 + entry.len() as u64 <= self.max_file
-        };
+        let fits =
+            |open: &Open| open.entries == 0 || open.len + 1 + entry.len() as u64 <= self.max_file;
         if self.open.as_ref().is_some_and(|open| !fits(open)) {
             self.open = None;
         }
@@ -68,9 +67,10 @@ impl HarFile {
             }
             Err(err) => {
                 // Back to the last whole entry; failing that, start afresh next time.
-                let restored = open.file.set_len(open.len).and_then(|()| {
-                    write_at(&mut open.file, at, har::TAIL)
-                });
+                let restored = open
+                    .file
+                    .set_len(open.len)
+                    .and_then(|()| write_at(&mut open.file, at, har::TAIL));
                 if restored.is_err() {
                     self.open = None;
                 }

@@ -7,8 +7,8 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::entry::{Answer, BodyCopy, End, Entry, Fields};
 use super::entry::{AGENT_GONE, UPSTREAM_BROKE};
+use super::entry::{Answer, BodyCopy, End, Entry, Fields};
 use super::time::iso8601;
 
 /// The document up to its first entry.

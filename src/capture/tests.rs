@@ -50,20 +50,33 @@ fn an_entry_holds_no_secret_and_says_where_its_body_was_cut() {
     let sse = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
     let e = har_json(&entry(body, sse, 16));
     let text = e.to_string();
-    for secret in ["secret-token", "tenant-secret", "raw-session", "cookie-secret"] {
+    for secret in [
+        "secret-token",
+        "tenant-secret",
+        "raw-session",
+        "cookie-secret",
+    ] {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
     let request = &e["request"];
     assert_eq!(request["postData"]["text"], "{\"jsonrpc\":\"2.0\"");
     assert_eq!(request["bodySize"], body.len());
-    assert!(request["postData"]["comment"].as_str().unwrap().contains("16 of"));
+    assert!(
+        request["postData"]["comment"]
+            .as_str()
+            .unwrap()
+            .contains("16 of")
+    );
     let content = &e["response"]["content"];
     assert_eq!(content["size"], sse.len(), "the real size");
     assert_eq!(content["text"].as_str().unwrap().len(), 16);
     assert_eq!(content["mimeType"], "text/event-stream");
     assert!(content["comment"].is_string());
     let whole = har_json(&entry(body, sse, 1 << 10));
-    assert_eq!(whole["request"]["postData"]["text"], std::str::from_utf8(body).unwrap());
+    assert_eq!(
+        whole["request"]["postData"]["text"],
+        std::str::from_utf8(body).unwrap()
+    );
     assert!(whole["request"]["postData"].get("comment").is_none());
     assert!(whole["response"]["content"].get("comment").is_none());
 }

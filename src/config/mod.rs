@@ -23,9 +23,7 @@ mod validate;
 
 /// Re-exported so config users need not know the log module owns the type.
 pub use crate::log::LogFormat;
-pub use capture::{
-    ALWAYS_REDACTED, CAPTURE_MAX_BODY_RANGE, CAPTURE_MAX_FILE_RANGE, CaptureConfig,
-};
+pub use capture::{ALWAYS_REDACTED, CAPTURE_MAX_BODY_RANGE, CAPTURE_MAX_FILE_RANGE, CaptureConfig};
 pub use error::{ConfigError, ConfigErrors, Position};
 pub use origins::Origins;
 pub use policy::{

@@ -79,7 +79,11 @@ async fn drive(stack: &Stack) -> String {
     let modern = stack.modern(Default::default());
     let legacy = stack.legacy(Default::default()).await;
     for scenario in SCENARIOS {
-        let client = if scenario.legacy_only { &legacy } else { &modern };
+        let client = if scenario.legacy_only {
+            &legacy
+        } else {
+            &modern
+        };
         // A call that breaks is still a call: its outcome is what is compared.
         let _ = client.call_tool(scenario.tool, json!({})).await;
     }
@@ -111,7 +115,10 @@ fn classified(file: &Path) -> BTreeMap<(String, String, String), u64> {
 }
 
 /// Waits until the live counters settle: the same total twice, 300 ms apart.
-async fn settled(running: &Running, before: &BTreeMap<strata::demo::CallKey, u64>) -> BTreeMap<(String, String, String), u64> {
+async fn settled(
+    running: &Running,
+    before: &BTreeMap<strata::demo::CallKey, u64>,
+) -> BTreeMap<(String, String, String), u64> {
     let deadline = Instant::now() + LIMIT;
     let mut last = u64::MAX;
     loop {
@@ -138,21 +145,36 @@ async fn classify_gives_the_capture_the_outcomes_strata_gave_live_and_no_secret(
     let before = counts(&stack.strata);
     let session = drive(&stack).await;
     let live = settled(&stack.strata, &before).await;
-    assert!(live.values().sum::<u64>() > SCENARIOS.len() as u64, "{live:?}");
+    assert!(
+        live.values().sum::<u64>() > SCENARIOS.len() as u64,
+        "{live:?}"
+    );
 
     let metrics = stack.strata.metrics.clone();
     let Stack { strata, .. } = stack;
     strata.stop().await;
     let text = metrics.render();
-    let written = series(&text, "strata_capture_entries_total", &[("result", "written")]);
-    let dropped = series(&text, "strata_capture_entries_total", &[("result", "dropped")]);
+    let written = series(
+        &text,
+        "strata_capture_entries_total",
+        &[("result", "written")],
+    );
+    let dropped = series(
+        &text,
+        "strata_capture_entries_total",
+        &[("result", "dropped")],
+    );
     assert_eq!(dropped, 0.0);
     assert!(written >= live.values().sum::<u64>() as f64, "{written}");
 
     assert_eq!(classified(&file), live, "offline (left) and live (right)");
     let capture = std::fs::read_to_string(&file).unwrap();
     for secret in SECRETS.iter().chain([&session.as_str()]) {
-        assert!(!capture.contains(secret), "{secret} is in {}", file.display());
+        assert!(
+            !capture.contains(secret),
+            "{secret} is in {}",
+            file.display()
+        );
     }
     let har: Value = serde_json::from_str(&capture).unwrap();
     let methods: Vec<&str> = har["log"]["entries"]
@@ -163,7 +185,10 @@ async fn classify_gives_the_capture_the_outcomes_strata_gave_live_and_no_secret(
         .collect();
     assert!(methods.contains(&"DELETE"), "{methods:?}");
     let hashed = strata::observe::call_record::hash_session(&session);
-    assert!(capture.contains(&hashed), "the session, hashed as the log hashes it");
+    assert!(
+        capture.contains(&hashed),
+        "the session, hashed as the log hashes it"
+    );
 }
 
 #[tokio::test]
@@ -186,10 +211,19 @@ async fn a_small_max_file_rotates_to_file_1() {
             sleep(Duration::from_millis(10)).await;
         }
     }
-    assert!(rotated.exists(), "no {} after {calls} calls", rotated.display());
+    assert!(
+        rotated.exists(),
+        "no {} after {calls} calls",
+        rotated.display()
+    );
     for path in [&file, &rotated] {
         let text = std::fs::read(path).unwrap();
-        assert!(text.len() <= 4 << 10, "{}: {} bytes", path.display(), text.len());
+        assert!(
+            text.len() <= 4 << 10,
+            "{}: {} bytes",
+            path.display(),
+            text.len()
+        );
         let har = strata::offline::parse(&text).unwrap();
         assert!(!har.is_empty(), "{}", path.display());
     }
@@ -241,8 +275,18 @@ fn check_config_validates_the_capture_section() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.yaml:4:13: capture.max_file"), "{stderr}");
-    assert!(stderr.contains("bad.yaml:5:12: capture.redact[0]"), "{stderr}");
-    let none = Config::parse("upstream: http://127.0.0.1:8000\n", "n.yaml", &Default::default());
+    assert!(
+        stderr.contains("bad.yaml:4:13: capture.max_file"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad.yaml:5:12: capture.redact[0]"),
+        "{stderr}"
+    );
+    let none = Config::parse(
+        "upstream: http://127.0.0.1:8000\n",
+        "n.yaml",
+        &Default::default(),
+    );
     assert_eq!(none.unwrap().capture, None, "off by default");
 }

@@ -15,8 +15,8 @@ use crate::observe::call_record::hash_session;
 /// What a redacted header's value becomes.
 pub const REDACTED: &str = "[redacted]";
 
-/// The response `_error` strata writes when the agent left before the body's end;
-/// `strata classify` reads it as the agent going away (CLIENT_CANCELLED).
+/// The response `_error` strata writes when the agent left before the response ended (or
+/// before its head); `strata classify` reads it as the agent going away (CLIENT_CANCELLED).
 pub const AGENT_GONE: &str = "strata: the agent went away before the response ended";
 /// The response `_error` strata writes when the upstream's body broke.
 pub const UPSTREAM_BROKE: &str = "strata: the upstream's response body broke";
@@ -39,7 +39,7 @@ pub struct BodyCopy {
     max: usize,
 }
 
-/// How the response body ended.
+/// How the exchange ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
     Complete,
@@ -55,7 +55,6 @@ pub struct Answer {
     pub headers: Option<Fields>,
     pub content_type: Option<String>,
     pub body: BodyCopy,
-    pub end: End,
 }
 
 /// A finished exchange, for the writer.
@@ -68,6 +67,7 @@ pub struct Entry {
     pub headers: Fields,
     pub body: BodyCopy,
     pub response: Option<Answer>,
+    pub end: End,
 }
 
 /// An exchange being captured.
@@ -160,6 +160,7 @@ impl Recorder {
                 headers,
                 body: BodyCopy::new(max_body),
                 response: None,
+                end: End::Complete,
             },
             since: Instant::now(),
             max_body,
@@ -189,7 +190,6 @@ impl Recorder {
             headers: None,
             content_type: None,
             body: BodyCopy::new(self.max_body),
-            end: End::Complete,
         });
         answer.status = status;
         answer.content_type = content_type.map(str::to_owned);
@@ -209,9 +209,7 @@ impl Recorder {
     /// The exchange is over.
     pub fn finish(mut self, end: End) -> Entry {
         self.entry.time = self.since.elapsed();
-        if let Some(answer) = &mut self.entry.response {
-            answer.end = end;
-        }
+        self.entry.end = end;
         self.entry
     }
 }

@@ -49,20 +49,25 @@ pub(super) fn entry(entry: &Entry) -> Vec<u8> {
         "startedDateTime": iso8601(entry.started),
         "time": ms,
         "request": request,
-        "response": response(entry.response.as_ref()),
+        "response": response(entry.response.as_ref(), entry.end),
         "cache": {},
         "timings": {"send": 0, "wait": ms, "receive": 0},
     }))
     .unwrap_or_default()
 }
 
-fn response(answer: Option<&Answer>) -> Value {
+fn response(answer: Option<&Answer>, end: End) -> Value {
+    let error = match end {
+        End::Complete => None,
+        End::UpstreamBroke => Some(UPSTREAM_BROKE),
+        End::AgentGone => Some(AGENT_GONE),
+    };
     let Some(answer) = answer else {
         // No response: HAR's status 0.
         return json!({
             "status": 0, "statusText": "", "httpVersion": "", "cookies": [], "headers": [],
             "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1,
-            "bodySize": -1, "_error": UPSTREAM_BROKE,
+            "bodySize": -1, "_error": error.unwrap_or(UPSTREAM_BROKE),
         });
     };
     let mut content = body(&answer.body);
@@ -79,10 +84,8 @@ fn response(answer: Option<&Answer>) -> Value {
         "headersSize": -1,
         "bodySize": answer.body.size,
     });
-    match answer.end {
-        End::Complete => {}
-        End::UpstreamBroke => response["_error"] = json!(UPSTREAM_BROKE),
-        End::AgentGone => response["_error"] = json!(AGENT_GONE),
+    if let Some(error) = error {
+        response["_error"] = json!(error);
     }
     response
 }

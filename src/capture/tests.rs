@@ -93,6 +93,7 @@ fn bodies_that_are_not_text_are_base64_and_a_cut_character_is_left_out() {
         headers: Vec::new(),
         body: copy,
         response: None,
+        end: End::Complete,
     };
     let json = har_json(&e);
     assert_eq!(json["request"]["postData"]["text"], "é");
@@ -156,5 +157,50 @@ fn a_path_that_cannot_be_written_loses_the_entry_with_an_error() {
     let one = har::entry(&entry(b"{}", b"{}", 64));
     assert!(file.append(&one).is_err());
     assert!(file.append(&one).is_err(), "tried again, failing again");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tools/call of `ok`, id `id`, captured with `response` (status, body) and `end`.
+fn call_entry(id: u32, response: Option<(u16, &[u8])>, end: End) -> Entry {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ok","arguments":{{}}}}}}"#
+    );
+    let fields = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    let mut recorder = Recorder::new("POST", "http://127.0.0.1:1/mcp".into(), fields, 1 << 10);
+    recorder.request_body(body.as_bytes());
+    if let Some((status, bytes)) = response {
+        recorder.response_head(status, Some("application/json"), None);
+        recorder.response_data(bytes);
+    }
+    recorder.finish(end)
+}
+
+#[test]
+fn classify_reads_how_a_captured_exchange_ended() {
+    let dir = scratch("ends");
+    let path = dir.join("c.har");
+    let result = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}"#;
+    let mut file = HarFile::new(path.clone(), 1 << 20);
+    for entry in [
+        call_entry(1, Some((200, result)), End::Complete),
+        call_entry(2, None, End::AgentGone),
+        call_entry(3, Some((200, &result[..20])), End::AgentGone),
+        call_entry(4, Some((200, &result[..20])), End::UpstreamBroke),
+        call_entry(5, Some((503, b"")), End::Complete),
+    ] {
+        file.append(&har::entry(&entry)).unwrap();
+    }
+    let calls = crate::offline::read(&path).unwrap();
+    let outcomes: Vec<&str> = calls.iter().map(|c| c.record.outcome.as_str()).collect();
+    assert_eq!(
+        outcomes,
+        [
+            "TOOL_SUCCESS",
+            "CLIENT_CANCELLED",
+            "CLIENT_CANCELLED",
+            "STREAM_INCOMPLETE",
+            "HTTP_ERROR"
+        ]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 //!
 //! A response with status 0 (browsers, mitmproxy) is no response at all; a response
 //! `_error` (mitmproxy, Chrome) says the exchange broke — or, in strata's own capture
-//! (`src/capture/`), that the agent left before the body's end.
+//! (`src/capture/`), that the agent left before the response ended.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -83,6 +83,8 @@ pub struct Entry {
     pub headers: Vec<Header>,
     pub body: Vec<u8>,
     pub response: Option<Response>,
+    /// strata's capture saw the agent leave before the response ended (or before its head).
+    pub agent_gone: bool,
 }
 
 /// A recorded response.
@@ -95,8 +97,6 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The recorder saw the exchange break (`_error`).
     pub broken: bool,
-    /// strata's capture saw the agent leave before the body's end (its own `_error`).
-    pub agent_gone: bool,
 }
 
 /// Reads a HAR document: its entries in the order they started.
@@ -125,6 +125,10 @@ fn entry(index: usize, raw: RawEntry) -> Result<Entry, String> {
         Some(data) => decode(data).map_err(|e| format!("request.postData: {e}"))?,
         None => Vec::new(),
     };
+    let agent_gone = raw
+        .response
+        .as_ref()
+        .is_some_and(|r| r.error.as_deref() == Some(crate::capture::AGENT_GONE));
     let response = match raw.response {
         Some(r) => response(r).map_err(|e| format!("response.{e}"))?,
         None => None,
@@ -138,6 +142,7 @@ fn entry(index: usize, raw: RawEntry) -> Result<Entry, String> {
         headers: raw.request.headers,
         body,
         response,
+        agent_gone,
     })
 }
 
@@ -152,7 +157,6 @@ fn response(raw: RawResponse) -> Result<Option<Response>, String> {
         headers: raw.headers,
         body: decode(&content).map_err(|e| format!("content: {e}"))?,
         mime_type: content.mime_type.filter(|m| !m.is_empty()),
-        agent_gone: raw.error.as_deref() == Some(crate::capture::AGENT_GONE),
         broken: raw.error.is_some_and(|e| !e.is_empty()),
     }))
 }

@@ -20,7 +20,7 @@ use strata::testbed::client::McpClient;
 use tokio::time::{Instant, sleep};
 
 use crate::support::post::series;
-use crate::support::{LIMIT, Stack, counts, delta};
+use crate::support::{LIMIT, Stack, counts, delta_after};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 /// Secrets the agent sends; none may reach the file.
@@ -88,10 +88,25 @@ async fn drive(stack: &Stack) -> String {
         let _ = client.call_tool(scenario.tool, json!({})).await;
     }
     assert_eq!(call_with_secrets(&legacy).await, 200);
+    agent_leaves_while_waiting(stack).await;
     let _ = legacy.notify("notifications/progress", json!({})).await;
     let session = legacy.session().unwrap().to_owned();
     let _ = legacy.delete_session().await;
     session
+}
+
+/// A call whose agent leaves while the upstream works on it (CLIENT_CANCELLED live).
+async fn agent_leaves_while_waiting(stack: &Stack) {
+    let client = std::sync::Arc::new(stack.modern(Default::default()));
+    let calling = client.clone();
+    let slow_before = stack.testbed.calls_of("slow");
+    let call = tokio::spawn(async move { calling.call_tool("slow", json!({"ms": 60_000})).await });
+    let deadline = Instant::now() + LIMIT;
+    while stack.testbed.calls_of("slow") == slow_before && Instant::now() < deadline {
+        sleep(Duration::from_millis(5)).await;
+    }
+    call.abort();
+    drop(client);
 }
 
 /// `strata classify --json` of `file`: each call's (method, tool, outcome), counted.
@@ -114,25 +129,24 @@ fn classified(file: &Path) -> BTreeMap<(String, String, String), u64> {
     calls
 }
 
-/// Waits until the live counters settle: the same total twice, 300 ms apart.
+/// The calls `drive` makes: one per scenario, the legacy session's initialize, the call
+/// with secrets and the one its agent leaves.
+fn calls_driven() -> u64 {
+    SCENARIOS.len() as u64 + 3
+}
+
+/// The live counters' delta once it holds `total` calls (or after [`LIMIT`]: then the
+/// comparison shows what is missing). A resumable call that is never resumed is counted
+/// when `timeouts.resume_window` passes.
 async fn settled(
     running: &Running,
     before: &BTreeMap<strata::demo::CallKey, u64>,
+    total: u64,
 ) -> BTreeMap<(String, String, String), u64> {
-    let deadline = Instant::now() + LIMIT;
-    let mut last = u64::MAX;
-    loop {
-        let d = delta(before, &counts(running));
-        let total = d.values().sum::<u64>();
-        if total == last || Instant::now() >= deadline {
-            return d
-                .into_iter()
-                .map(|(k, n)| ((k.method, k.tool, k.outcome), n))
-                .collect();
-        }
-        last = total;
-        sleep(Duration::from_millis(300)).await;
-    }
+    let d = delta_after(running, before, total).await;
+    d.into_iter()
+        .map(|(k, n)| ((k.method, k.tool, k.outcome), n))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,11 +158,14 @@ async fn classify_gives_the_capture_the_outcomes_strata_gave_live_and_no_secret(
     let stack = Stack::start(capture_to(file.clone(), |c| c.max_body = 2 << 20)).await;
     let before = counts(&stack.strata);
     let session = drive(&stack).await;
-    let live = settled(&stack.strata, &before).await;
-    assert!(
-        live.values().sum::<u64>() > SCENARIOS.len() as u64,
-        "{live:?}"
+    let live = settled(&stack.strata, &before, calls_driven()).await;
+    assert_eq!(live.values().sum::<u64>(), calls_driven(), "{live:?}");
+    let cancelled = (
+        "tools/call".into(),
+        "slow".into(),
+        "CLIENT_CANCELLED".into(),
     );
+    assert_eq!(live.get(&cancelled), Some(&1), "{live:?}");
 
     let metrics = stack.strata.metrics.clone();
     let Stack { strata, .. } = stack;
@@ -184,6 +201,11 @@ async fn classify_gives_the_capture_the_outcomes_strata_gave_live_and_no_secret(
         .filter_map(|e| e["request"]["method"].as_str())
         .collect();
     assert!(methods.contains(&"DELETE"), "{methods:?}");
+    assert_eq!(
+        methods.len() as f64,
+        written,
+        "every entry counted written is in the file"
+    );
     let hashed = strata::observe::call_record::hash_session(&session);
     assert!(
         capture.contains(&hashed),

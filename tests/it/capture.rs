@@ -217,7 +217,13 @@ async fn classify_gives_the_capture_the_outcomes_strata_gave_live_and_no_secret(
 async fn a_small_max_file_rotates_to_file_1() {
     let dir = out_dir("rotate");
     let file = dir.join("strata.har");
-    let stack = Stack::start(capture_to(file.clone(), |c| c.max_file = 4 << 10)).await;
+    let capture = capture_to(file.clone(), |c| c.max_file = 4 << 10);
+    let stack = Stack::start(|config| {
+        capture(config);
+        // No retries: the request body streams upstream, copied on its way.
+        config.policy.retry.max_attempts = 1;
+    })
+    .await;
     let client = stack.modern(Default::default());
     let big = "x".repeat(1500);
     let deadline = Instant::now() + LIMIT;
@@ -248,6 +254,10 @@ async fn a_small_max_file_rotates_to_file_1() {
         );
         let har = strata::offline::parse(&text).unwrap();
         assert!(!har.is_empty(), "{}", path.display());
+        for entry in &har {
+            let body = String::from_utf8_lossy(&entry.body);
+            assert!(body.contains(&big), "{}: {body}", path.display());
+        }
     }
 }
 

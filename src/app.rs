@@ -12,6 +12,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::admin::{AdminState, Health, serve_admin_with};
+use crate::capture::Capture;
 use crate::config::{Config, ConfigErrors};
 use crate::listen::accept::{ServerSettings, serve};
 use crate::listen::tls::{self, AgentTls, TlsError};
@@ -43,6 +44,8 @@ pub enum StartError {
     Workers(std::io::Error),
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
+    #[error("cannot start the capture writer thread: {0}")]
+    Capture(std::io::Error),
 }
 
 /// A running strata.
@@ -66,6 +69,8 @@ pub struct Running {
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
     /// OpenTelemetry export in force, when on (a reload may replace it).
     telemetry: std::sync::Mutex<Option<Arc<Telemetry>>>,
+    /// Traffic capture, when on (set at start; a reload keeps it).
+    capture: Option<Arc<Capture>>,
 }
 
 /// Binds both listeners and starts serving. Returns once strata is ready.
@@ -75,7 +80,14 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some(settings) => Some(Telemetry::start(settings, metrics.clone())?),
         None => None,
     };
-    let current = CurrentProxy::new(Proxy::new(config, metrics.clone(), telemetry.clone())?);
+    let capture = match &config.capture {
+        Some(settings) => {
+            Some(Capture::start(settings, metrics.clone()).map_err(StartError::Capture)?)
+        }
+        None => None,
+    };
+    let proxy = Proxy::capturing(config, metrics.clone(), telemetry.clone(), capture.clone())?;
+    let current = CurrentProxy::new(proxy);
     let tls = AgentTls::new(config.tls.as_ref(), metrics.clone())?;
     let listen_error = |source| StartError::BindListen {
         addr: config.listen,
@@ -138,6 +150,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         workers,
         tasks,
         telemetry: std::sync::Mutex::new(telemetry),
+        capture,
     })
 }
 
@@ -225,8 +238,11 @@ impl Running {
             || old.admin != config.admin
             || old.metrics != config.metrics
             || old.workers != config.workers
+            || old.capture != config.capture
         {
-            tracing::warn!("listen, admin, workers and metrics settings change only on restart");
+            tracing::warn!(
+                "listen, admin, workers, metrics and capture settings change only on restart"
+            );
         }
         // The listener's settings are fixed when it starts (hyper's builder, the connection cap).
         if server_settings(&old) != server_settings(config) {
@@ -288,6 +304,16 @@ impl Running {
         let _ = self.stop.send(true);
         if let Err(err) = self.workers.join().await {
             tracing::warn!(error = %err, "agent listener ended with an error");
+        }
+        // The calls are done: what capture holds is written within the drain time.
+        if let Some(capture) = &self.capture {
+            let drain = self
+                .config
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .timeouts
+                .drain;
+            capture.flush(drain.max(MIN_TELEMETRY_FLUSH)).await;
         }
         // The calls are done: their spans and points go out within the drain time.
         let telemetry = self

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! strata [--config FILE] [--listen ADDR] [--upstream URL] [--admin ADDR] [--log-format json|pretty]
+//!        [--capture FILE]
 //! strata check-config FILE
 //! strata classify [--json] [--fail-on LAYERS] FILE…
 //! strata demo
@@ -74,6 +75,10 @@ pub struct RunArgs {
             .try_map(|s| s.parse::<LogFormat>()),
     )]
     pub log_format: Option<LogFormat>,
+    /// Record the MCP traffic to this HAR file, for `strata classify` [config: capture.path;
+    /// default off].
+    #[arg(long, value_name = "FILE", env = "STRATA_CAPTURE")]
+    pub capture: Option<PathBuf>,
 }
 
 /// What to do instead of running the proxy.
@@ -126,6 +131,7 @@ impl RunArgs {
             admin: self.admin,
             log_format: self.log_format,
             otel_env: OtelEnv::from_process(),
+            capture: self.capture.clone(),
         }
     }
 
@@ -207,6 +213,14 @@ mod tests {
         assert_eq!(overrides.upstream.as_deref(), Some("http://u:2"));
         assert_eq!(overrides.admin, Some("[::1]:3".parse().unwrap()));
         assert_eq!(overrides.log_format, Some(LogFormat::Pretty));
+    }
+
+    #[test]
+    fn capture_flag_overrides_the_path() {
+        let cli = Cli::try_parse_from(["strata", "--capture", "c.har"]).unwrap();
+        assert_eq!(cli.run.overrides().capture, Some(PathBuf::from("c.har")));
+        let none = Cli::try_parse_from(["strata"]).unwrap();
+        assert_eq!(none.run.overrides().capture, None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! strata: a layer-aware MCP gateway sidecar.
 pub mod admin;
 pub mod app;
+pub mod capture;
 pub mod classify;
 pub mod cli;
 pub mod config;

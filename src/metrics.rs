@@ -20,8 +20,8 @@ mod tests;
 
 pub use calls::CallHandles;
 pub use labels::{
-    HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult, RetryReason,
-    SuppressReason, TelemetrySignal, TlsFailure,
+    CaptureResult, HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult,
+    RetryReason, SuppressReason, TelemetrySignal, TlsFailure,
 };
 
 use crate::runtime::per_worker::PerWorker;
@@ -52,6 +52,7 @@ pub struct Metrics {
     config_reloads: [PerWorker<IntCounter>; ReloadResult::COUNT],
     tls_handshake_errors: [PerWorker<IntCounter>; TlsFailure::COUNT],
     telemetry_dropped: [PerWorker<IntCounter>; TelemetrySignal::COUNT],
+    capture_entries: [PerWorker<IntCounter>; CaptureResult::COUNT],
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -164,6 +165,12 @@ impl Metrics {
             "Spans and metric points OpenTelemetry export lost, by signal.",
             ["signal"],
         )?;
+        let capture_entries = CounterFamily::register(
+            &r,
+            "strata_capture_entries_total",
+            "HTTP exchanges traffic capture wrote to its file or lost, by result.",
+            ["result"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "strata_build_info",
@@ -211,6 +218,7 @@ impl Metrics {
             config_reloads: ReloadResult::ALL.map(|x| reloads.get([x.as_str()])),
             tls_handshake_errors: TlsFailure::ALL.map(|x| tls_failures.get([x.as_str()])),
             telemetry_dropped: TelemetrySignal::ALL.map(|x| telemetry_dropped.get([x.as_str()])),
+            capture_entries: CaptureResult::ALL.map(|x| capture_entries.get([x.as_str()])),
             registry: r,
         }))
     }
@@ -302,6 +310,11 @@ impl Metrics {
             }
         }
         counts
+    }
+
+    /// Counts `n` captured exchanges written or lost.
+    pub fn capture_entries(&self, result: CaptureResult, n: u64) {
+        self.capture_entries[result as usize].here().inc_by(n);
     }
 
     /// Every family in Prometheus text format 0.0.4 ([`Metrics::CONTENT_TYPE`]).

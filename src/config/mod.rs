@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
+mod capture;
 mod error;
 mod inspector;
 mod locate;
@@ -23,6 +24,7 @@ mod validate;
 
 /// Re-exported so config users need not know the log module owns the type.
 pub use crate::log::LogFormat;
+pub use capture::{ALWAYS_REDACTED, CAPTURE_MAX_BODY_RANGE, CAPTURE_MAX_FILE_RANGE, CaptureConfig};
 pub use error::{ConfigError, ConfigErrors, Position};
 pub use inspector::{
     BearerToken, INSPECTOR_MAX_BYTES_RANGE, INSPECTOR_RECENT_RANGE, InspectorConfig,
@@ -73,6 +75,8 @@ pub struct Config {
     pub telemetry: Option<TelemetryConfig>,
     /// The recent calls inspector (`/calls` on the admin listener, `strata tap`).
     pub inspector: InspectorConfig,
+    /// Traffic capture to a HAR file; `None` (the default) when no path is set.
+    pub capture: Option<CaptureConfig>,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -87,6 +91,8 @@ pub struct Overrides {
     pub log_format: Option<LogFormat>,
     /// The process's `OTEL_*` environment variables (read under the file's `telemetry`).
     pub otel_env: OtelEnv,
+    /// `--capture FILE`: replaces `capture.path` (and turns capture on).
+    pub capture: Option<std::path::PathBuf>,
 }
 
 // === impl Config ===
@@ -110,6 +116,7 @@ impl Config {
             origins: Origins::default(),
             telemetry: None,
             inspector: InspectorConfig::default(),
+            capture: None,
         }
     }
 

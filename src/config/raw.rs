@@ -40,6 +40,7 @@ pub(super) struct RawConfig {
     pub(super) origins: Option<Vec<Spanned<String>>>,
     pub(super) telemetry: Option<RawTelemetry>,
     pub(super) inspector: Option<RawInspector>,
+    pub(super) capture: Option<RawCapture>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -178,4 +179,13 @@ pub(super) struct RawInspector {
     pub(super) recent: Text,
     pub(super) max_bytes: Text,
     pub(super) token_file: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCapture {
+    pub(super) path: Text,
+    pub(super) max_body: Text,
+    pub(super) max_file: Text,
+    pub(super) redact: Option<Vec<Spanned<String>>>,
 }

@@ -21,6 +21,7 @@ use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
 mod inspector;
+mod capture;
 mod policy;
 mod telemetry;
 mod tls;
@@ -77,6 +78,7 @@ pub(super) fn validate(
     let origins = v.origins(raw.origins.unwrap_or_default());
     let telemetry = v.telemetry(raw.telemetry, &overrides.otel_env);
     let inspector = v.inspector(raw.inspector.unwrap_or_default(), admin);
+    let capture = v.capture(raw.capture, overrides.capture.as_ref());
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -96,6 +98,7 @@ pub(super) fn validate(
             origins,
             telemetry,
             inspector,
+            capture,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.

@@ -172,6 +172,16 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// What became of a captured exchange (`strata_capture_entries_total{result}`).
+    CaptureResult {
+        /// Appended to the capture file.
+        Written => "written",
+        /// Lost: the writer's queue was full, or the file could not be written.
+        Dropped => "dropped",
+    }
+}
+
 // === impl HttpMethod ===
 
 impl HttpMethod {

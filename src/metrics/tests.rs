@@ -289,6 +289,7 @@ const PINNED: &[(&str, &[&str])] = &[
         "strata_calls_total",
         &["layer", "method", "outcome", "tool"],
     ),
+    ("strata_capture_entries_total", &["result"]),
     ("strata_config_reloads_total", &["result"]),
     ("strata_http_requests_total", &["method"]),
     ("strata_idempotent_replays_total", &["result"]),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
+use crate::capture::BodyCopy;
 use crate::classify::request::{Inspected, RequestInspector};
 
 use crate::proxy::{BodyEnd, BodySink};
@@ -16,6 +17,8 @@ struct State {
     inspector: Option<RequestInspector>,
     done: Option<Inspected>,
     cut: bool,
+    /// The body's first bytes, for traffic capture (only while it is on).
+    copy: Option<BodyCopy>,
 }
 
 /// What the handler knows of a POST body's requests.
@@ -70,12 +73,29 @@ impl Inspection {
             inspector: Some(RequestInspector::new()),
             done: None,
             cut: false,
+            copy: None,
         })));
         let sink = InspectSink {
             shared: Some(shared.clone()),
             cap,
         };
         (Inspection::Streaming(shared), sink)
+    }
+
+    /// Keeps a streaming body's first `max` bytes for traffic capture, from its first chunk
+    /// on (call before the body streams).
+    pub(crate) fn copy_body(&mut self, max: usize) {
+        if let Inspection::Streaming(shared) = self {
+            shared.lock().copy = Some(BodyCopy::new(max));
+        }
+    }
+
+    /// The copy [`copy_body`](Self::copy_body) kept, taken.
+    pub(crate) fn take_copy(&mut self) -> Option<BodyCopy> {
+        match self {
+            Inspection::Streaming(shared) => shared.lock().copy.take(),
+            _ => None,
+        }
     }
 
     /// What is known now. A body still streaming is read as far as it got.
@@ -143,6 +163,9 @@ impl BodySink for InspectSink {
     fn on_data(&mut self, chunk: &[u8]) {
         let Some(shared) = &self.shared else { return };
         let mut state = shared.lock();
+        if let Some(copy) = state.copy.as_mut() {
+            copy.push(chunk);
+        }
         if let Some(inspector) = state.inspector.as_mut()
             && inspector.feed(chunk, self.cap)
         {

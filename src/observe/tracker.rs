@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::capture::{Capture, End, Recorder};
 use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::{Kind, Outcome};
@@ -38,6 +39,8 @@ pub struct CallContext {
     pub telemetry: Option<Arc<Telemetry>>,
     /// The recent calls inspector, when on.
     pub inspector: Option<Arc<Inspector>>,
+    /// Traffic capture, when on.
+    pub capture: Option<Arc<Capture>>,
 }
 
 /// Per-request facts that outlive one HTTP exchange (a resumed stream carries them on).
@@ -149,6 +152,8 @@ pub struct CallTracker {
     /// The calls' places among those in flight (only while the inspector is on). Boxed: the
     /// response body carries the tracker for an SSE stream's life.
     watch: Option<Box<Watch>>,
+    /// The exchange being captured (`capture` on).
+    capture: Option<Box<Recorder>>,
     done: bool,
 }
 
@@ -194,7 +199,36 @@ impl CallTracker {
             idempotency: None,
             body: None,
             watch,
+            capture: None,
             done: false,
+        }
+    }
+
+    /// A tracker for an exchange that carries no call, only to capture it.
+    pub fn capture_only(ctx: Arc<CallContext>, recorder: Box<Recorder>) -> Self {
+        let mut tracker = CallTracker::new(
+            ctx,
+            Exchange::new(Vec::new(), false),
+            std::iter::empty().collect(),
+            None,
+            None,
+        );
+        tracker.capture = Some(recorder);
+        tracker
+    }
+
+    /// Captures this exchange into `recorder`.
+    pub fn capture_into(&mut self, recorder: Box<Recorder>) {
+        self.capture = Some(recorder);
+    }
+
+    /// The upstream's response header fields, for the capture (when on).
+    pub(crate) fn capture_fields(&mut self, headers: crate::http::fields::Headers<'_>) {
+        if let (Some(recorder), Some(capture), Some(status)) =
+            (&mut self.capture, &self.ctx.capture, self.status)
+        {
+            let fields = capture.fields(headers);
+            recorder.response_head(status, self.content_type.as_deref(), Some(fields));
         }
     }
 
@@ -237,6 +271,9 @@ impl CallTracker {
             self.sse_stream = Some(self.ctx.metrics.sse_stream_guard());
         }
         self.exchange.response_head(status, kind);
+        if let Some(recorder) = &mut self.capture {
+            recorder.response_head(status, self.content_type.as_deref(), None);
+        }
         if self.ctx.telemetry.is_some() {
             self.meta.response_head(status);
         }
@@ -246,6 +283,9 @@ impl CallTracker {
     /// strata answered itself (502/504): there was no upstream response.
     pub fn no_response(&mut self, status: u16) {
         self.status = Some(status);
+        if let Some(recorder) = &mut self.capture {
+            recorder.response_head(status, None, None);
+        }
         self.exchange.no_response();
         self.finish(exchange::BodyEnd::Complete);
     }
@@ -296,6 +336,13 @@ impl CallTracker {
             });
         }
         self.sse_stream = None;
+        if let (Some(recorder), Some(capture)) = (self.capture.take(), &self.ctx.capture) {
+            capture.submit(recorder.finish(match how {
+                exchange::BodyEnd::Complete => End::Complete,
+                exchange::BodyEnd::UpstreamError => End::UpstreamBroke,
+                exchange::BodyEnd::AgentGone => End::AgentGone,
+            }));
+        }
     }
 
     /// Parks a call whose resumable stream closed early; without a session (or when the
@@ -396,6 +443,9 @@ impl BodySink for CallTracker {
     #[inline]
     fn on_data(&mut self, chunk: &[u8]) {
         self.exchange.data(chunk);
+        if let Some(recorder) = &mut self.capture {
+            recorder.response_data(chunk);
+        }
         if let Some(claim) = &mut self.idempotency {
             claim.1.push(chunk);
         }

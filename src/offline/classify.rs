@@ -208,8 +208,12 @@ impl Recording {
             status: None,
         };
         let Some(response) = &entry.response else {
-            // No response recorded: the exchange broke before its head.
-            return run.end(self, exchange::BodyEnd::UpstreamError);
+            // No response recorded: the exchange broke (or the agent left) before its head.
+            let how = match entry.agent_gone {
+                true => exchange::BodyEnd::AgentGone,
+                false => exchange::BodyEnd::UpstreamError,
+            };
+            return run.end(self, how);
         };
         let content_type = response.content_type();
         run.status = Some(response.status);
@@ -222,9 +226,10 @@ impl Recording {
         }
         run.exchange.data(&response.body);
         run.settled(self);
-        let how = match response.broken {
-            true => exchange::BodyEnd::UpstreamError,
-            false => exchange::BodyEnd::Complete,
+        let how = match (entry.agent_gone, response.broken) {
+            (true, _) => exchange::BodyEnd::AgentGone,
+            (false, true) => exchange::BodyEnd::UpstreamError,
+            (false, false) => exchange::BodyEnd::Complete,
         };
         run.end(self, how);
     }

@@ -4,7 +4,8 @@
 //! `hardump` and Charles. Parsed with serde_json; fields strata does not read are ignored.
 //!
 //! A response with status 0 (browsers, mitmproxy) is no response at all; a response
-//! `_error` (mitmproxy, Chrome) says the exchange broke.
+//! `_error` (mitmproxy, Chrome) says the exchange broke — or, in strata's own capture
+//! (`src/capture/`), that the agent left before the response ended.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -82,6 +83,8 @@ pub struct Entry {
     pub headers: Vec<Header>,
     pub body: Vec<u8>,
     pub response: Option<Response>,
+    /// strata's capture saw the agent leave before the response ended (or before its head).
+    pub agent_gone: bool,
 }
 
 /// A recorded response.
@@ -122,6 +125,10 @@ fn entry(index: usize, raw: RawEntry) -> Result<Entry, String> {
         Some(data) => decode(data).map_err(|e| format!("request.postData: {e}"))?,
         None => Vec::new(),
     };
+    let agent_gone = raw
+        .response
+        .as_ref()
+        .is_some_and(|r| r.error.as_deref() == Some(crate::capture::AGENT_GONE));
     let response = match raw.response {
         Some(r) => response(r).map_err(|e| format!("response.{e}"))?,
         None => None,
@@ -135,6 +142,7 @@ fn entry(index: usize, raw: RawEntry) -> Result<Entry, String> {
         headers: raw.request.headers,
         body,
         response,
+        agent_gone,
     })
 }
 

@@ -26,6 +26,7 @@ use super::request_body::{self, Buffered, Observed, ReadError, RequestBody};
 use super::sse_keepalive;
 use super::strata_error::{self, StrataError};
 use super::{AgentBody, AnswerFields, FromAgent, Proxy, keepalive_applies};
+use crate::capture::Recorder;
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::{self, Hop, Peer};
 use crate::http::names::{IDEMPOTENCY_KEY, Known};
@@ -34,7 +35,7 @@ use crate::metrics::{HttpMethod, Limit};
 use crate::observe::call_trace::CallTrace;
 use crate::observe::inspect::{InspectSink, Inspection};
 use crate::observe::resume::Parked;
-use crate::observe::tracker::SentAs;
+use crate::observe::tracker::{CallTracker, SentAs};
 use crate::proxy::body::{ObservedBody, ProxyBody, UpstreamBody};
 use crate::proxy::head_timer::HeadTimer;
 
@@ -110,13 +111,18 @@ impl Proxy {
                 Err(why) => return Answer::own(strata_error::response(why)),
             };
             let read_whole = matches!(body, FromAgent::Whole(_));
+            let mut capture = self.begin_capture(&parts, fields.as_ref());
+            let copy = capture.as_ref().map(|_| self.capture_max_body());
             let read = match self
-                .read_body(&parts.method, body, admitted.has_key, peer)
+                .read_body(&parts.method, body, admitted.has_key, peer, copy)
                 .await
             {
                 Ok(read) => read,
                 Err(why) => return Answer::own(strata_error::response(why)),
             };
+            if let (Some(recorder), Some(body)) = (&mut capture, &read.replay) {
+                recorder.request_body(body);
+            }
             if let Err(why) = self.prepare(&mut parts, &mut fields, read.kind) {
                 return Answer::own(strata_error::response(why));
             }
@@ -136,6 +142,9 @@ impl Proxy {
             if let Some(mut trace) = admitted.trace {
                 trace.agent(peer.addr, agent_version);
                 call.trace_with(trace);
+            }
+            if let Some(recorder) = capture {
+                call.capture_into(recorder);
             }
             let claimed = match self.claim(&parts, read.replay.as_ref(), &mut call).await {
                 Ok(claimed) => claimed,
@@ -224,13 +233,17 @@ impl Proxy {
         body: FromAgent,
         has_key: bool,
         agent: &Peer,
+        copy: Option<usize>,
     ) -> Result<ReadBody, StrataError> {
         if *method != Method::POST {
             let (body, _) = RequestBody::stream(ObservedBody::new(body, InspectSink::inert()));
             return Ok(ReadBody::streamed(body, None, None));
         }
         if !(self.policy.retries_enabled() || has_key) {
-            let (inspection, sink) = Inspection::streaming(self.inspect_cap);
+            let (mut inspection, sink) = Inspection::streaming(self.inspect_cap);
+            if let Some(max) = copy {
+                inspection.copy_body(max);
+            }
             let (body, back) = RequestBody::stream(ObservedBody::new(body, sink));
             return Ok(ReadBody::streamed(body, Some(inspection), Some(back)));
         }
@@ -253,7 +266,10 @@ impl Proxy {
             }),
             Ok(Buffered::Over { prefix, rest }) => {
                 self.ctx().metrics.limit_hit(Limit::ReplayBuffer);
-                let (inspection, sink) = Inspection::streaming(self.inspect_cap);
+                let (mut inspection, sink) = Inspection::streaming(self.inspect_cap);
+                if let Some(max) = copy {
+                    inspection.copy_body(max);
+                }
                 Ok(ReadBody {
                     body: RequestBody::prefixed(prefix, rest, sink),
                     inspection: Some(inspection),
@@ -359,6 +375,11 @@ impl Proxy {
         }
         if let Some(mut tracker) = call.take_tracker() {
             tracker.no_response(why.status().as_u16());
+        } else if let Some(mut recorder) = call.take_capture()
+            && let Some(capture) = &self.ctx().capture
+        {
+            recorder.response_head(why.status().as_u16(), None, None);
+            capture.submit(recorder.finish(crate::capture::End::Complete));
         }
         let mut response = strata_error::response(why);
         add_attempts(response.headers_mut(), call.attempts());
@@ -445,6 +466,7 @@ impl Proxy {
                 if let Some(assigned) = headers.get_str(Known::McpSessionId) {
                     tracker.learn_session(assigned);
                 }
+                tracker.capture_fields(headers);
                 ProxyBody::Observed(ObservedBody::new(body, tracker))
             }
             None => {
@@ -453,7 +475,10 @@ impl Proxy {
                 {
                     self.ctx().clients.forget(session);
                 }
-                ProxyBody::Plain(body)
+                match self.capture_only(&mut call, parts.status.as_u16(), headers) {
+                    Some(tracker) => ProxyBody::Observed(ObservedBody::new(body, tracker)),
+                    None => ProxyBody::Plain(body),
+                }
             }
         };
         let body = match self.sse_keepalive {
@@ -481,5 +506,43 @@ impl Proxy {
             tracker.no_response(why.status().as_u16());
         }
         strata_error::response(why)
+    }
+}
+
+// === traffic capture (`capture` on) ===
+
+impl Proxy {
+    /// A recorder for this request, when capture is on.
+    fn begin_capture(&self, parts: &Parts, fields: Option<&HeadFields>) -> Option<Box<Recorder>> {
+        let capture = self.ctx().capture.as_ref()?;
+        let headers = match fields {
+            Some(fields) => Headers::Own(fields),
+            None => Headers::Map(&parts.headers),
+        };
+        let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+        let url = format!("{}{target}", self.ctx().upstream);
+        Some(capture.begin(parts.method.as_str(), url, headers))
+    }
+
+    fn capture_max_body(&self) -> usize {
+        self.ctx().capture.as_ref().map_or(0, |c| c.max_body())
+    }
+
+    /// A tracker that only captures an exchange carrying no call (a GET stream, a DELETE, a
+    /// POST of notifications), when capture is on.
+    fn capture_only(
+        &self,
+        call: &mut PendingCall<'_>,
+        status: u16,
+        headers: Headers<'_>,
+    ) -> Option<Box<CallTracker>> {
+        let capture = self.ctx().capture.as_ref()?;
+        let mut recorder = call.take_capture()?;
+        let content_type = headers.get_str(Known::ContentType);
+        recorder.response_head(status, content_type, Some(capture.fields(headers)));
+        Some(Box::new(CallTracker::capture_only(
+            self.ctx().clone(),
+            recorder,
+        )))
     }
 }

@@ -114,6 +114,8 @@ struct Carried {
     telemetry: Option<Arc<Telemetry>>,
     /// The recent calls inspector; in the call context only while `inspector.enabled`.
     inspector: Arc<Inspector>,
+    /// Traffic capture, when on (set at start: a reload keeps it).
+    capture: Option<Arc<crate::capture::Capture>>,
 }
 
 /// The proxy in force. A reload swaps it; each request takes the one current when it
@@ -190,6 +192,16 @@ impl Proxy {
         metrics: Arc<Metrics>,
         telemetry: Option<Arc<Telemetry>>,
     ) -> Result<Arc<Proxy>, ClientError> {
+        Self::capturing(config, metrics, telemetry, None)
+    }
+
+    /// [`Proxy::new`], each exchange captured to `capture` when given.
+    pub fn capturing(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        telemetry: Option<Arc<Telemetry>>,
+        capture: Option<Arc<crate::capture::Capture>>,
+    ) -> Result<Arc<Proxy>, ClientError> {
         let carried = Carried {
             metrics,
             resume: ResumeRegistry::new(config.timeouts.resume_window),
@@ -199,6 +211,7 @@ impl Proxy {
             recent: Arc::default(),
             telemetry,
             inspector: Inspector::new(&config.inspector),
+            capture,
         };
         Self::build(config, carried)
     }
@@ -235,6 +248,7 @@ impl Proxy {
             recent: carried.recent.clone(),
             telemetry: carried.telemetry.clone(),
             inspector: config.inspector.enabled.then(|| carried.inspector.clone()),
+            capture: carried.capture.clone(),
         };
         let h1 = (scheme == Scheme::HTTP).then(|| {
             H1Conns::new(

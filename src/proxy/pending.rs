@@ -15,6 +15,7 @@ use http::HeaderValue;
 
 use super::Proxy;
 use super::attempt::RetryPlan;
+use crate::capture::Recorder;
 use crate::observe::inspect::Inspection;
 use crate::observe::recent::{InflightCall, InflightState, Watch};
 use crate::observe::resume;
@@ -40,6 +41,8 @@ pub(super) struct PendingCall<'a> {
     trace: Option<Box<CallTrace>>,
     /// The calls' places among those in flight, waiting for the head (inspector on).
     watch: Option<Watch>,
+    /// The exchange being captured (`capture` on).
+    capture: Option<Box<Recorder>>,
 }
 
 impl<'a> PendingCall<'a> {
@@ -64,6 +67,7 @@ impl<'a> PendingCall<'a> {
             body: None,
             trace: None,
             watch: None,
+            capture: None,
         }
     }
 }
@@ -191,6 +195,21 @@ impl PendingCall<'_> {
         }
     }
 
+    /// Captures the exchange into `recorder`.
+    pub(super) fn capture_into(&mut self, recorder: Box<Recorder>) {
+        self.capture = Some(recorder);
+    }
+
+    /// The recorder, when no tracker took it (the exchange carries no call).
+    pub(super) fn take_capture(&mut self) -> Option<Box<Recorder>> {
+        if let (Some(recorder), Some(inspection)) = (&mut self.capture, &mut self.inspection)
+            && let Some(copy) = inspection.take_copy()
+        {
+            recorder.request_copy(copy);
+        }
+        self.capture.take()
+    }
+
     /// The request's target and body, to remember a failure by.
     pub(super) fn remember(&mut self, sent: SentAs) {
         self.body = Some(sent);
@@ -248,6 +267,11 @@ impl PendingCall<'_> {
         // tracker was taken, and a clone for nothing is a reference count up and down.
         let ctx = self.proxy.ctx();
         if let Some(mut inspection) = self.inspection.take() {
+            if let Some(recorder) = &mut self.capture
+                && let Some(copy) = inspection.take_copy()
+            {
+                recorder.request_copy(copy);
+            }
             // Not read yet only when the wait ended before the first attempt's first poll.
             inspection.read();
             if inspection.was_cut() {
@@ -284,6 +308,9 @@ impl PendingCall<'_> {
             }
             // The tracker watches the calls now.
             self.watch = None;
+            if let Some(recorder) = self.capture.take() {
+                tracker.capture_into(recorder);
+            }
             return Some(tracker);
         }
         if self.resumed.is_empty() {
@@ -301,13 +328,17 @@ impl PendingCall<'_> {
                 (p.request, p.meta)
             })
             .unzip();
-        Some(Box::new(CallTracker::new(
+        let mut tracker = Box::new(CallTracker::new(
             ctx.clone(),
             Exchange::new(requests, false),
             meta.into_iter().collect(),
             self.session.clone(),
             protocol_version,
-        )))
+        ));
+        if let Some(recorder) = self.capture.take() {
+            tracker.capture_into(recorder);
+        }
+        Some(tracker)
     }
 }
 

@@ -174,7 +174,7 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
-             trust_annotations, idempotency, origins, telemetry, inspector",
+             trust_annotations, idempotency, origins, telemetry, inspector, capture",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",

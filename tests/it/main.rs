@@ -17,6 +17,7 @@ mod support;
 
 mod admin;
 mod agent_conn;
+mod capture;
 mod classify_capture;
 mod classify_props;
 mod config;

@@ -157,8 +157,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 /// How long an export a reload replaced has to send what it holds.
 const REPLACED_TELEMETRY_GRACE: Duration = Duration::from_secs(10);
 
-/// The least time the last spans get at shutdown, even with `timeouts.drain: 0s`.
-const MIN_TELEMETRY_FLUSH: Duration = Duration::from_secs(1);
+/// The least time the last spans and captured exchanges get at shutdown, even with
+/// `timeouts.drain: 0s`.
+const MIN_FLUSH: Duration = Duration::from_secs(1);
 
 /// Why a reload was refused. The running config stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -297,9 +298,17 @@ impl Running {
         self.metrics.config_reload(ReloadResult::Error);
     }
 
+    /// How long what capture and telemetry hold may take to go out at the end: the drain
+    /// time, at least [`MIN_FLUSH`].
+    fn flush_time(&self) -> Duration {
+        let config = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        config.timeouts.drain.max(MIN_FLUSH)
+    }
+
     /// Stops accepting, lets in-flight exchanges finish up to the drain deadline, and returns
     /// when both listeners are done.
     pub async fn stop(self) {
+        let drain = self.flush_time();
         self.health.set_draining(true);
         let _ = self.stop.send(true);
         if let Err(err) = self.workers.join().await {
@@ -307,13 +316,7 @@ impl Running {
         }
         // The calls are done: what capture holds is written within the drain time.
         if let Some(capture) = &self.capture {
-            let drain = self
-                .config
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .timeouts
-                .drain;
-            capture.flush(drain.max(MIN_TELEMETRY_FLUSH)).await;
+            capture.flush(drain).await;
         }
         // The calls are done: their spans and points go out within the drain time.
         let telemetry = self
@@ -322,13 +325,7 @@ impl Running {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(telemetry) = telemetry {
-            let drain = self
-                .config
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .timeouts
-                .drain;
-            telemetry.shutdown(drain.max(MIN_TELEMETRY_FLUSH)).await;
+            telemetry.shutdown(drain).await;
         }
         for task in self.tasks {
             match task.await {

@@ -441,6 +441,13 @@ impl Exchange {
         self.correlator.requests.is_empty()
     }
 
+    /// The client an initialize in this exchange names (`clientInfo`), if any.
+    pub fn initialize_client(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.requests()
+            .find(|r| r.method.is_string("initialize") && r.client.kind == Kind::String)
+            .map(|request| request.client.text_lossy())
+    }
+
     /// The response head arrived.
     pub fn response_head(&mut self, status: u16, content: ContentKind) {
         self.status = status;

@@ -20,8 +20,8 @@ use super::sections::{
 use super::units::{self, Zero};
 use super::{Config, LogFormat, Overrides, Upstream};
 
-mod inspector;
 mod capture;
+mod inspector;
 mod policy;
 mod telemetry;
 mod tls;

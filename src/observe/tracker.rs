@@ -239,12 +239,7 @@ impl CallTracker {
     /// An initialize in this exchange named its client, and the response assigned a session:
     /// remember the pair for the session's later calls.
     pub fn learn_session(&mut self, assigned: &str) {
-        let named = self
-            .exchange
-            .requests()
-            .find(|r| r.method.is_string("initialize") && r.client.kind == Kind::String);
-        if let Some(request) = named {
-            let client = request.client.text_lossy();
+        if let Some(client) = self.exchange.initialize_client() {
             self.ctx.clients.remember(assigned, &client);
             self.client = Some(Arc::from(&*client));
             self.session = Some(Arc::from(assigned));

@@ -13,10 +13,10 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use crate::classify::Outcome;
 use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::request::RequestInspector;
-use crate::classify::{Kind, Outcome};
 use crate::config::Limits;
 use crate::observe::call_record::CallRecord;
 use crate::observe::session_clients::SessionClients;
@@ -248,12 +248,7 @@ impl Run<'_> {
     /// As `CallTracker::learn_session`: an initialize that named its client, answered with
     /// a session, gives the session's later calls that client.
     fn learn_session(&mut self, clients: &SessionClients, assigned: &str) {
-        let named = self
-            .exchange
-            .requests()
-            .find(|r| r.method.is_string("initialize") && r.client.kind == Kind::String);
-        if let Some(request) = named {
-            let client = request.client.text_lossy();
+        if let Some(client) = self.exchange.initialize_client() {
             clients.remember(assigned, &client);
             self.client = Some(client.into_owned());
             self.session = Some(assigned.to_owned());

@@ -78,15 +78,8 @@ async fn call_with_secrets(client: &McpClient) -> u16 {
 async fn drive(stack: &Stack) -> String {
     let modern = stack.modern(Default::default());
     let legacy = stack.legacy(Default::default()).await;
-    for scenario in SCENARIOS {
-        let client = if scenario.legacy_only {
-            &legacy
-        } else {
-            &modern
-        };
-        // A call that breaks is still a call: its outcome is what is compared.
-        let _ = client.call_tool(scenario.tool, json!({})).await;
-    }
+    // A call that breaks is still a call: its outcome is what is compared.
+    Stack::call_every_scenario(&modern, &legacy).await;
     assert_eq!(call_with_secrets(&legacy).await, 200);
     agent_leaves_while_waiting(stack).await;
     let _ = legacy.notify("notifications/progress", json!({})).await;

@@ -20,7 +20,6 @@ use http::{Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
 use strata::config::{Config, Overrides};
-use strata::testbed::SCENARIOS;
 use strata::testbed::client::{self, McpClient, Transport};
 use support::{LIMIT, Stack};
 use tokio::task::JoinHandle;
@@ -77,17 +76,9 @@ async fn scenario_calls(stack: &Stack) -> Vec<String> {
     let modern = stack.modern(Transport::Http1);
     let legacy = stack.legacy(Transport::Http1).await;
     let before = stack.counts();
-    let mut tools: Vec<String> = Vec::with_capacity(SCENARIOS.len() + 1);
-    for scenario in SCENARIOS {
-        let client = if scenario.legacy_only {
-            &legacy
-        } else {
-            &modern
-        };
-        // The outcome is strata's business, and the page's to show: any reply will do.
-        let _ = client.call_tool(scenario.tool, json!({})).await;
-        tools.push(scenario.tool.to_owned());
-    }
+    // The outcome is strata's business, and the page's to show: any reply will do.
+    let called = Stack::call_every_scenario(&modern, &legacy).await;
+    let mut tools: Vec<String> = called.into_iter().map(str::to_owned).collect();
     let _ = modern.call_tool(HOSTILE_TOOL, json!({})).await;
     tools.push(HOSTILE_TOOL.to_owned());
 

@@ -89,6 +89,19 @@ impl Stack {
         counts(&self.strata)
     }
 
+    /// One tools/call per testbed scenario, each in its era: the legacy-only ones on
+    /// `legacy`, the rest on `modern`. Any reply will do (a call that breaks is still a call);
+    /// returns the tools called, in order.
+    pub async fn call_every_scenario(modern: &McpClient, legacy: &McpClient) -> Vec<&'static str> {
+        let mut tools = Vec::with_capacity(strata::testbed::SCENARIOS.len());
+        for scenario in strata::testbed::SCENARIOS {
+            let client = if scenario.legacy_only { legacy } else { modern };
+            let _ = client.call_tool(scenario.tool, serde_json::json!({})).await;
+            tools.push(scenario.tool);
+        }
+        tools
+    }
+
     pub async fn delta_after(
         &self,
         before: &BTreeMap<CallKey, u64>,

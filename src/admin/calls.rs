@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{AdminBody, whole};
 use crate::classify::{Layer, Outcome};
 use crate::metrics::Metrics;
+use crate::observe::call_record::SessionHash;
 use crate::observe::recent::{Filter, Inspector};
 
 /// Only the page's own inline script and style run; it fetches only from this listener and
@@ -70,7 +71,7 @@ pub(super) fn inflight(inspector: &Inspector) -> Response<AdminBody> {
                 "tool": call.tool.as_deref(),
                 "jsonrpc_id": &*call.jsonrpc_id,
                 "client": call.client.as_deref(),
-                "session": call.session.as_ref().map(|s| s.as_str()),
+                "session": call.session_hash().as_ref().map(SessionHash::as_str),
                 "age_ms": now.saturating_duration_since(call.started).as_millis() as u64,
                 "state": call.state.as_str(),
             })

@@ -176,15 +176,6 @@ impl CallTracker {
         {
             exchange.learn_tools();
         }
-        let watch = ctx.inspector.as_ref().map(|inspector| {
-            let (session, client) = (session.as_deref(), client.as_deref());
-            let calls = exchange.requests().zip(0..).map(|(request, i)| {
-                let started = meta.get(i).map_or_else(Instant::now, |m| m.started);
-                let (id, state) = (id_text(request), InflightState::Streaming);
-                InflightCall::of(request, id, session, client, started, state)
-            });
-            Box::new(inspector.inflight().watch(calls))
-        });
         CallTracker {
             ctx,
             exchange,
@@ -198,10 +189,30 @@ impl CallTracker {
             sse_stream: None,
             idempotency: None,
             body: None,
-            watch,
+            watch: None,
             capture: None,
             done: false,
         }
+    }
+
+    /// While the inspector is on, the calls are in flight, streaming: `waiting` is their
+    /// registration from before the head (kept when it names them all, else replaced).
+    pub fn watch(&mut self, waiting: Option<Watch>) {
+        let Some(inspector) = &self.ctx.inspector else {
+            return;
+        };
+        if let Some(watch) = waiting.filter(|w| w.len() == self.meta.len()) {
+            watch.set_state(InflightState::Streaming);
+            self.watch = Some(Box::new(watch));
+            return;
+        }
+        let (session, client) = (self.session.as_ref(), self.client.as_deref());
+        let calls = self.exchange.requests().zip(0..).map(|(request, i)| {
+            let started = self.meta.get(i).map_or_else(Instant::now, |m| m.started);
+            let (id, state) = (id_text(request), InflightState::Streaming);
+            InflightCall::of(request, id, session, client, started, state)
+        });
+        self.watch = Some(Box::new(inspector.inflight().watch(calls)));
     }
 
     /// A tracker for an exchange that carries no call, only to capture it.

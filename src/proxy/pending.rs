@@ -111,7 +111,7 @@ impl PendingCall<'_> {
         else {
             return;
         };
-        let session = self.session.as_deref();
+        let session = self.session.as_ref();
         let client = session.and_then(|s| self.proxy.ctx().clients.get(s));
         let started = self.started;
         self.watch = Some(inspection.with_requests(|requests| {
@@ -307,7 +307,7 @@ impl PendingCall<'_> {
                 tracker.remember_body(sent);
             }
             // The tracker watches the calls now.
-            self.watch = None;
+            tracker.watch(self.watch.take());
             if let Some(recorder) = self.capture.take() {
                 tracker.capture_into(recorder);
             }
@@ -335,6 +335,7 @@ impl PendingCall<'_> {
             self.session.clone(),
             protocol_version,
         ));
+        tracker.watch(None);
         if let Some(recorder) = self.capture.take() {
             tracker.capture_into(recorder);
         }

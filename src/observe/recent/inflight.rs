@@ -28,7 +28,9 @@ pub struct InflightCall {
     /// As the log writes it: `7`, or `"abc"` with its quotes.
     pub jsonrpc_id: Box<str>,
     pub client: Option<Box<str>>,
-    pub session: Option<SessionHash>,
+    /// The raw `Mcp-Session-Id` (the call's own, shared): hashed only when shown
+    /// ([`InflightCall::session_hash`]), never per call.
+    pub session: Option<Arc<str>>,
     pub started: Instant,
     pub state: InflightState,
 }
@@ -90,7 +92,7 @@ impl InflightCall {
     pub fn of(
         request: &Request,
         jsonrpc_id: Cow<'_, str>,
-        session: Option<&str>,
+        session: Option<&Arc<str>>,
         client: Option<&str>,
         started: Instant,
         state: InflightState,
@@ -102,10 +104,15 @@ impl InflightCall {
             jsonrpc_id: jsonrpc_id.into(),
             client: text(request.client.kind, request.client.text_lossy())
                 .or_else(|| client.map(Box::from)),
-            session: session.map(SessionHash::new),
+            session: session.cloned(),
             started,
             state,
         }
+    }
+
+    /// The session as the log shows it.
+    pub fn session_hash(&self) -> Option<SessionHash> {
+        self.session.as_deref().map(SessionHash::new)
     }
 }
 
@@ -124,6 +131,15 @@ impl InflightState {
 // === impl Watch ===
 
 impl Watch {
+    /// Calls watched, done or not.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     /// Every call still watched is now in `state`.
     pub fn set_state(&self, state: InflightState) {
         let mut registry = self.inflight.lock();

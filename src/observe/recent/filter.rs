@@ -83,9 +83,9 @@ impl Filter {
         };
         self.outcome.is_none_or(|o| o == entry.outcome)
             && self.layer.is_none_or(|l| l == entry.outcome.layer())
-            && same(&self.method, Some(&entry.method))
-            && same(&self.tool, entry.tool.as_deref())
-            && same(&self.client, entry.client.as_deref())
+            && same(&self.method, Some(entry.method()))
+            && same(&self.tool, entry.tool())
+            && same(&self.client, entry.client())
             && self.since.is_none_or(|since| match since {
                 Since::Seq(seq) => entry.seq > seq,
                 Since::Within(window) => now

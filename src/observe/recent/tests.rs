@@ -19,7 +19,7 @@ fn call(tool: &str, outcome: Outcome) -> CallRecord<'static> {
 }
 
 fn tools(entries: &[Arc<CallEntry>]) -> Vec<&str> {
-    entries.iter().filter_map(|e| e.tool.as_deref()).collect()
+    entries.iter().filter_map(|e| e.tool()).collect()
 }
 
 #[test]

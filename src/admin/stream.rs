@@ -36,9 +36,9 @@ const STREAM_QUEUE: usize = 2;
 pub const STREAM_BACKLOG: usize = 256 << 10;
 
 /// How often the pump takes what the feed holds: a reader sees a call at most this late.
-/// At the feed's backlog (`FEED_BACKLOG`, 1,024 events) this keeps up with 40,000 calls a
-/// second.
-const STREAM_EVERY: Duration = Duration::from_millis(25);
+/// At the feed's backlog (`FEED_BACKLOG`, 1,024 events) this keeps up with 100,000 calls a
+/// second; a hundred wake-ups a second per reader cost nothing measurable.
+const STREAM_EVERY: Duration = Duration::from_millis(10);
 
 /// The event stream's response; the pump runs until the reader leaves, falls behind, or the
 /// listener stops.

@@ -16,12 +16,14 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
+
+use crate::support::children::Children;
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -395,65 +397,5 @@ fn wait_listening(children: &mut Children, name: &str, addr: SocketAddr) {
             "{name} is not listening on {addr}"
         );
         sleep(POLL);
-    }
-}
-
-/// Child processes, each ended by its own pid (and reaped) when dropped.
-#[derive(Default)]
-struct Children(Vec<(String, Child)>);
-
-impl Children {
-    fn spawn(&mut self, name: &str, cmd: &mut Command) {
-        let child = cmd
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        self.0.push((name.to_owned(), child));
-    }
-
-    fn child(&mut self, name: &str) -> &mut Child {
-        let found = self.0.iter_mut().find(|(n, _)| n == name);
-        &mut found.unwrap_or_else(|| panic!("no child {name}")).1
-    }
-
-    /// Waits for `name` to exit; kills it at `deadline`.
-    fn wait(&mut self, name: &str, deadline: Instant) -> std::process::ExitStatus {
-        let child = self.child(name);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{name} did not finish in time: killed");
-            }
-            sleep(POLL);
-        }
-    }
-
-    /// SIGTERM to `name` (mitmdump writes its HAR as it stops), then waits for it to exit.
-    fn terminate(&mut self, name: &str, deadline: Instant) {
-        let pid = self.child(name).id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success(), "cannot signal {name} ({pid})");
-        self.wait(name, deadline);
-    }
-
-    fn assert_running(&mut self, name: &str) {
-        if let Some(status) = self.child(name).try_wait().unwrap() {
-            panic!("{name} exited early: {status}");
-        }
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
     }
 }

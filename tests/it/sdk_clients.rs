@@ -28,13 +28,14 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::support::children::Children;
 use crate::support::otlp::{Attr, OtlpReceiver, ReceivedSpan};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
@@ -162,62 +163,6 @@ fn typescript_sdk_v1_sees_the_same_through_strata() {
 #[test]
 fn typescript_client_v2_sees_the_same_through_strata() {
     check_client("ts-client");
-}
-
-/// Child processes, killed by pid (and reaped) when dropped, also when a check panics.
-#[derive(Default)]
-struct Children(Vec<(String, Child)>);
-
-impl Children {
-    fn spawn(&mut self, name: &str, cmd: &mut Command) -> u32 {
-        let child = cmd
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        let pid = child.id();
-        self.0.push((name.to_owned(), child));
-        pid
-    }
-
-    /// Waits for the child `name` to exit; kills it at `deadline`.
-    fn wait(&mut self, name: &str, deadline: Instant) -> ExitStatus {
-        let (_, child) = self
-            .0
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("no child {name}"));
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{name} did not finish within {CLIENT_LIMIT:?}: killed");
-            }
-            sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Panics if a long-running child (testbed, proxy) has exited.
-    fn assert_running(&mut self, name: &str) {
-        if let Some((_, child)) = self.0.iter_mut().find(|(n, _)| n == name)
-            && let Some(status) = child.try_wait().unwrap()
-        {
-            panic!("{name} exited early: {status}");
-        }
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
 }
 
 fn required() -> bool {

@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod agent;
+pub mod children;
 pub mod h2raw;
 pub mod otlp;
 pub mod post;

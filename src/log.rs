@@ -4,7 +4,8 @@
 
 mod json;
 pub(crate) use json::{
-    Fields, Name, decimal, write_fields_object, write_string, write_timestamp_millis, write_u64,
+    Fields, Name, decimal, write_fields, write_fields_object, write_string, write_timestamp_millis,
+    write_u64,
 };
 mod stdout;
 pub(crate) use stdout::{batch_this_thread as batch_log_lines, flush_batched as flush_log_lines};

@@ -46,13 +46,13 @@ pub(super) fn list(inspector: &Inspector, query: Option<&str>) -> Response<Admin
     let limit = filter.limit.unwrap_or(capacity).min(capacity);
     let entries = inspector.recent(&filter, limit);
     let mut body =
-        String::with_capacity(2 + entries.iter().map(|e| e.json.len() + 1).sum::<usize>());
+        String::with_capacity(2 + entries.iter().map(|e| e.json_len() + 1).sum::<usize>());
     body.push('[');
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
             body.push(',');
         }
-        body.push_str(&entry.json);
+        entry.write_json(&mut body);
     }
     body.push(']');
     json_response(body)
@@ -67,10 +67,10 @@ pub(super) fn inflight(inspector: &Inspector) -> Response<AdminBody> {
         .into_iter()
         .map(|call| {
             json!({
-                "method": &*call.method,
-                "tool": call.tool.as_deref(),
-                "jsonrpc_id": &*call.jsonrpc_id,
-                "client": call.client.as_deref(),
+                "method": call.method(),
+                "tool": call.tool(),
+                "jsonrpc_id": call.jsonrpc_id(),
+                "client": call.client(),
                 "session": call.session_hash().as_ref().map(SessionHash::as_str),
                 "age_ms": now.saturating_duration_since(call.started).as_millis() as u64,
                 "state": call.state.as_str(),

@@ -140,7 +140,7 @@ fn event(entry: &CallEntry, text: &mut String) {
     text.push_str("id: ");
     text.push_str(&entry.seq.to_string());
     text.push_str("\nevent: call\ndata: ");
-    text.push_str(&entry.json);
+    entry.write_json(text);
     text.push_str("\n\n");
 }
 

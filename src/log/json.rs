@@ -127,6 +127,20 @@ pub(crate) fn write_fields_object<W: Write>(
     out.write_char('}')
 }
 
+/// The fields `record` writes, each `,"name":value`, and nothing around them: text a log
+/// line and the recent calls share ([`Fields::written`]).
+pub(crate) fn write_fields<W: Write>(
+    out: &mut W,
+    record: impl FnOnce(&mut Fields<'_, W>),
+) -> fmt::Result {
+    let mut fields = Fields {
+        out,
+        result: Ok(()),
+    };
+    record(&mut fields);
+    fields.result
+}
+
 fn level_name(level: &Level) -> &'static str {
     match *level {
         Level::TRACE => "TRACE",
@@ -221,6 +235,14 @@ impl<W: Write> Fields<'_, W> {
             write(w)?;
             w.write_char('"')
         });
+    }
+
+    /// Fields written before (by [`write_fields`]), as they are.
+    #[inline(always)]
+    pub(crate) fn written(&mut self, fields: &str) {
+        if self.result.is_ok() {
+            self.result = self.out.write_str(fields);
+        }
     }
 
     /// A `Debug` or `Display` value (`?x`, `%x`), as a string.

@@ -10,11 +10,12 @@ use std::collections::hash_map::RandomState;
 use std::fmt::{self, Write as _};
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tracing::Level;
 
-use crate::classify::{Layer, Outcome};
+use crate::classify::envelope::Request;
+use crate::classify::{Kind, Layer, Outcome};
 use crate::log::{self, Fields, Name};
 
 /// The `tracing` target of call records, so they can be routed or silenced on their own
@@ -186,18 +187,28 @@ impl<'a> CallRecord<'a> {
         out
     }
 
-    /// The record as one JSON object, into `out`: `seq` and `time` (when the call finished,
-    /// RFC 3339 UTC with milliseconds), then the log line's fields after `message` — the same
-    /// names and values, written by the same code. What the recent calls keep.
-    pub fn write_object(&self, seq: u64, time: SystemTime, out: &mut String) -> fmt::Result {
-        let head = |w: &mut String| {
-            w.write_str("\"seq\":")?;
-            log::write_u64(w, seq)?;
-            w.write_str(",\"time\":\"")?;
-            log::write_timestamp_millis(w, time)?;
-            w.write_char('"')
+    /// The record's own fields as JSON members, `,"upstream":…` to `,"duration_ms":…`: the
+    /// text its log line ([`emit_fields`](Self::emit_fields)) and the recent calls share,
+    /// rendered once.
+    pub fn fields_text(&self) -> String {
+        let mut out = String::with_capacity(384);
+        // Into a `String`: cannot fail.
+        let _ = log::write_fields(&mut out, |fields| self.fields(fields));
+        out
+    }
+
+    /// [`emit`](Self::emit), with the fields [`fields_text`](Self::fields_text) rendered.
+    pub fn emit_fields(&self, text: &str) {
+        if !tracing::enabled!(target: CALL_TARGET, Level::INFO) {
+            return;
+        }
+        let record = |fields: &mut Fields<'_, String>| {
+            fields.unescaped(Name::Key(",\"message\":"), |w| w.write_str("call"));
+            fields.written(text);
         };
-        log::write_fields_object(out, head, |fields| self.fields(fields))
+        if !log::write_direct(&Level::INFO, CALL_TARGET, record) {
+            self.emit_event();
+        }
     }
 
     /// The record's fields in the event's order (`emit_event`'s, `message` first, as
@@ -351,3 +362,17 @@ impl fmt::Debug for SessionHash {
 
 #[cfg(test)]
 mod tests;
+
+/// The request id as JSON text: `7`, or `"abc"` with its quotes.
+pub(crate) fn id_text(request: &Request) -> Cow<'_, str> {
+    let text = request.id.text_lossy();
+    match request.id.kind {
+        Kind::String => {
+            let mut quoted = String::with_capacity(text.len() + 2);
+            // Into a `String`: cannot fail.
+            let _ = log::write_string(&mut quoted, &text);
+            Cow::Owned(quoted)
+        }
+        _ => text,
+    }
+}

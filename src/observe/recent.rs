@@ -4,8 +4,9 @@
 //! listener serves them (`admin/calls.rs`, `admin/stream.rs`); `strata tap` reads the feed.
 //!
 //! Off (`inspector.enabled: false`), the call context holds no inspector and a finished call
-//! costs one `Option` check. On, a finished call is rendered once (the log line's writer,
-//! `CallRecord::write_object`) and kept; readers share the text.
+//! costs one `Option` check. On, a finished call's fields are rendered once
+//! (`CallRecord::fields_text`), written to the log line from that text and kept; readers
+//! wrap the same text in their object.
 
 mod entry;
 mod filter;
@@ -105,10 +106,11 @@ impl Inspector {
         self.lock().max_count()
     }
 
-    /// A call finished: keeps its record and tells the feed's readers.
-    pub fn finished(&self, record: &CallRecord<'_>) {
+    /// A call finished: keeps its record, whose [`CallRecord::fields_text`] is `fields`, and
+    /// tells the feed's readers.
+    pub fn finished(&self, record: &CallRecord<'_>, fields: String) {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(CallEntry::new(record, seq, SystemTime::now()));
+        let entry = Arc::new(CallEntry::new(record, fields, seq, SystemTime::now()));
         self.lock().push(entry.clone());
         // No reader is not an error: the feed only serves those listening now.
         let _ = self.feed.send(entry);

@@ -12,7 +12,7 @@ use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict
 use crate::classify::{Kind, Outcome};
 use crate::idempotency::{Recording, Ticket};
 use crate::metrics::{GaugeGuard, Metrics};
-use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash};
+use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash, id_text};
 use crate::observe::call_trace::CallTrace;
 use crate::observe::recent::{InflightCall, InflightState, Inspector, Watch};
 use crate::observe::telemetry::{FinishedCall, Telemetry};
@@ -206,11 +206,10 @@ impl CallTracker {
             self.watch = Some(Box::new(watch));
             return;
         }
-        let (session, client) = (self.session.as_ref(), self.client.as_deref());
+        let (session, client) = (self.session.as_ref(), self.client.as_ref());
         let calls = self.exchange.requests().zip(0..).map(|(request, i)| {
             let started = self.meta.get(i).map_or_else(Instant::now, |m| m.started);
-            let (id, state) = (id_text(request), InflightState::Streaming);
-            InflightCall::of(request, id, session, client, started, state)
+            InflightCall::of(request, session, client, started, InflightState::Streaming)
         });
         self.watch = Some(Box::new(inspector.inflight().watch(calls)));
     }
@@ -370,9 +369,9 @@ impl CallTracker {
         }
         meta.sse_events += self.exchange.sse_events();
         let watch = self.ctx.inspector.as_ref().map(|inspector| {
-            let (id, state) = (id_text(&request), InflightState::Parked);
-            let (client, started) = (self.client.as_deref(), meta.started);
-            let call = InflightCall::of(&request, id, Some(&session), client, started, state);
+            let (client, started) = (self.client.as_ref(), meta.started);
+            let state = InflightState::Parked;
+            let call = InflightCall::of(&request, Some(&session), client, started, state);
             inspector.inflight().watch([call])
         });
         if let Some(watch) = &mut self.watch {
@@ -558,9 +557,14 @@ pub(crate) fn record_call(
     );
     let trace = facts.trace.take();
     facts.fill(&mut record, request, verdict, tool, ctx.log_error_messages);
-    record.emit();
-    if let Some(inspector) = &ctx.inspector {
-        inspector.finished(&record);
+    match &ctx.inspector {
+        Some(inspector) => {
+            // Rendered once, for the log line and the recent calls.
+            let fields = record.fields_text();
+            record.emit_fields(&fields);
+            inspector.finished(&record, fields);
+        }
+        None => record.emit(),
     }
     if let Some(telemetry) = &ctx.telemetry {
         telemetry.finished(FinishedCall {
@@ -569,20 +573,6 @@ pub(crate) fn record_call(
             context: request.context.as_deref(),
             started,
         });
-    }
-}
-
-/// The request id as JSON text: `7`, or `"abc"` with its quotes.
-pub(crate) fn id_text(request: &Request) -> Cow<'_, str> {
-    let text = request.id.text_lossy();
-    match request.id.kind {
-        Kind::String => {
-            let mut quoted = String::with_capacity(text.len() + 2);
-            // Into a `String`: cannot fail.
-            let _ = crate::log::write_string(&mut quoted, &text);
-            Cow::Owned(quoted)
-        }
-        _ => text,
     }
 }
 

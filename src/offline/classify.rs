@@ -19,8 +19,9 @@ use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict
 use crate::classify::request::RequestInspector;
 use crate::config::Limits;
 use crate::observe::call_record::CallRecord;
+use crate::observe::call_record::id_text;
 use crate::observe::session_clients::SessionClients;
-use crate::observe::tracker::{Facts, content_type_text, id_text};
+use crate::observe::tracker::{Facts, content_type_text};
 
 use super::har::Entry;
 

@@ -19,7 +19,7 @@ use crate::capture::Recorder;
 use crate::observe::inspect::Inspection;
 use crate::observe::recent::{InflightCall, InflightState, Watch};
 use crate::observe::resume;
-use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs, id_text};
+use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs};
 
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
 /// request it carried is CLIENT_CANCELLED.
@@ -117,7 +117,7 @@ impl PendingCall<'_> {
         self.watch = Some(inspection.with_requests(|requests| {
             inspector.inflight().watch(requests.iter().map(|r| {
                 let state = InflightState::Waiting;
-                InflightCall::of(r, id_text(r), session, client.as_deref(), started, state)
+                InflightCall::of(r, session, client.as_ref(), started, state)
             }))
         }));
     }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::log::capture_json;
+use crate::observe::recent::CallEntry;
 
 const RAW_SESSION: &str = "3f2a9c1e-raw-session-id-7b";
 
@@ -155,12 +156,20 @@ fn the_object_is_the_lines_fields() {
     failed.set_error(-32_602, "bad \"args\"", true);
     for record in [tool_call(), failed] {
         let (guard, logs) = capture_json();
+        let fields = record.fields_text();
+        record.emit_fields(&fields);
         record.emit();
         drop(guard);
-        let mut line = logs.json_lines_for(CALL_TARGET).remove(0);
+        let mut lines = logs.json_lines_for(CALL_TARGET);
+        assert_eq!(lines.len(), 2);
+        for line in &mut lines {
+            line.as_object_mut().unwrap().remove("timestamp");
+        }
+        let mut line = lines.remove(0);
+        assert_eq!(line, lines[0], "emit_fields writes what emit writes");
         let mut object = String::new();
         let at = std::time::UNIX_EPOCH + Duration::from_millis(1_798_561_380_123);
-        record.write_object(42, at, &mut object).unwrap();
+        CallEntry::new(&record, fields, 42, at).write_json(&mut object);
         let mut object: serde_json::Value = serde_json::from_str(&object).unwrap();
         assert_eq!(object["seq"], 42);
         assert_eq!(object["time"], "2026-12-29T16:23:00.123Z");

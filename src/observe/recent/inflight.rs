@@ -1,36 +1,50 @@
 //! The calls in flight, for `/calls/inflight` (the "stuck" view): each registered when strata
 //! takes it on and gone when it has its outcome. Only while the inspector is on; the tracker
 //! holds a [`Watch`] for its calls, and a call parked for a resumed stream holds its own.
+//!
+//! A call's registration is on every call's path, so it costs no allocation and no shared
+//! lock: the registry is split in shards, each a slab under its own lock, and a thread
+//! registers in the shard it was given (workers: one each), so two workers never wait on
+//! each other or move each other's cache lines. A call keeps its request's texts as they were
+//! captured (fixed-size, copied into the slab's reused slot) and becomes text only when read.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use slab::Slab;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use crate::classify::Kind;
 use crate::classify::envelope::Request;
-use crate::observe::call_record::SessionHash;
+use crate::observe::call_record::{SessionHash, id_text};
+
+/// Shards of the registry: more than the workers a machine runs, so each worker has its own.
+const SHARDS: usize = 16;
 
 /// The registry of calls in flight.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Inflight {
-    next_key: AtomicU64,
-    calls: Mutex<HashMap<u64, InflightCall>>,
+    shards: Box<[Shard]>,
 }
+
+/// One shard, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Slab<InflightCall>>);
 
 /// A call in flight, as `/calls/inflight` shows it.
 #[derive(Clone, Debug)]
 pub struct InflightCall {
-    pub method: Box<str>,
-    pub tool: Option<Box<str>>,
-    /// As the log writes it: `7`, or `"abc"` with its quotes.
-    pub jsonrpc_id: Box<str>,
-    pub client: Option<Box<str>>,
+    /// The request's captured names (its trace context left out).
+    request: Request,
+    /// The session's client, when the request names none.
+    client: Option<Arc<str>>,
     /// The raw `Mcp-Session-Id` (the call's own, shared): hashed only when shown
     /// ([`InflightCall::session_hash`]), never per call.
-    pub session: Option<Arc<str>>,
+    session: Option<Arc<str>>,
     pub started: Instant,
     pub state: InflightState,
 }
@@ -50,39 +64,68 @@ pub enum InflightState {
 #[derive(Debug)]
 pub struct Watch {
     inflight: Arc<Inflight>,
-    keys: Box<[Option<u64>]>,
+    shard: usize,
+    /// Slab keys, in the order the calls were given; `None` once done.
+    keys: SmallVec<[Option<usize>; 1]>,
 }
 
 // === impl Inflight ===
 
+impl Default for Inflight {
+    fn default() -> Self {
+        Inflight {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+}
+
 impl Inflight {
     /// Registers `calls`, in order: [`Watch::done`] takes the same index.
     pub fn watch(self: &Arc<Self>, calls: impl IntoIterator<Item = InflightCall>) -> Watch {
-        let mut registry = self.lock();
+        let shard = this_threads_shard();
+        let mut registry = self.lock(shard);
         let keys = calls
             .into_iter()
-            .map(|call| {
-                let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-                registry.insert(key, call);
-                Some(key)
-            })
+            .map(|call| Some(registry.insert(call)))
             .collect();
+        drop(registry);
         Watch {
             inflight: self.clone(),
+            shard,
             keys,
         }
     }
 
     /// The calls in flight now, oldest first.
     pub fn snapshot(&self) -> Vec<InflightCall> {
-        let mut calls: Vec<InflightCall> = self.lock().values().cloned().collect();
+        let mut calls = Vec::new();
+        for shard in 0..self.shards.len() {
+            calls.extend(self.lock(shard).iter().map(|(_, call)| call.clone()));
+        }
         calls.sort_by_key(|call| call.started);
         calls
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, InflightCall>> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self, shard: usize) -> MutexGuard<'_, Slab<InflightCall>> {
+        let shard = &self.shards[shard % self.shards.len()].0;
+        shard.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The shard this thread registers in: given on its first call, in turn.
+fn this_threads_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+    SHARD.with(|shard| match shard.get() {
+        Some(given) => given,
+        None => {
+            let given = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            shard.set(Some(given));
+            given
+        }
+    })
 }
 
 // === impl InflightCall ===
@@ -91,23 +134,48 @@ impl InflightCall {
     /// `request` as a call in flight. `client`: the session's, when the request names none.
     pub fn of(
         request: &Request,
-        jsonrpc_id: Cow<'_, str>,
         session: Option<&Arc<str>>,
-        client: Option<&str>,
+        client: Option<&Arc<str>>,
         started: Instant,
         state: InflightState,
     ) -> InflightCall {
-        let text = |kind: Kind, text: Cow<'_, str>| (kind == Kind::String).then(|| text.into());
         InflightCall {
-            method: request.method.text_lossy().into(),
-            tool: text(request.tool.kind, request.tool.text_lossy()),
-            jsonrpc_id: jsonrpc_id.into(),
-            client: text(request.client.kind, request.client.text_lossy())
-                .or_else(|| client.map(Box::from)),
+            request: Request {
+                id: request.id.clone(),
+                method: request.method.clone(),
+                tool: request.tool.clone(),
+                tasks: request.tasks,
+                client: request.client.clone(),
+                protocol_version: request.protocol_version.clone(),
+                context: None,
+            },
+            client: client.cloned(),
             session: session.cloned(),
             started,
             state,
         }
+    }
+
+    pub fn method(&self) -> Cow<'_, str> {
+        self.request.method.text_lossy()
+    }
+
+    pub fn tool(&self) -> Option<Cow<'_, str>> {
+        let tool = &self.request.tool;
+        (tool.kind == Kind::String).then(|| tool.text_lossy())
+    }
+
+    /// As the log writes it: `7`, or `"abc"` with its quotes.
+    pub fn jsonrpc_id(&self) -> Cow<'_, str> {
+        id_text(&self.request)
+    }
+
+    pub fn client(&self) -> Option<Cow<'_, str>> {
+        let named = &self.request.client;
+        if named.kind == Kind::String {
+            return Some(named.text_lossy());
+        }
+        self.client.as_deref().map(Cow::Borrowed)
     }
 
     /// The session as the log shows it.
@@ -142,9 +210,9 @@ impl Watch {
 
     /// Every call still watched is now in `state`.
     pub fn set_state(&self, state: InflightState) {
-        let mut registry = self.inflight.lock();
+        let mut registry = self.inflight.lock(self.shard);
         for key in self.keys.iter().flatten() {
-            if let Some(call) = registry.get_mut(key) {
+            if let Some(call) = registry.get_mut(*key) {
                 call.state = state;
             }
         }
@@ -153,7 +221,7 @@ impl Watch {
     /// The `i`th call has its outcome.
     pub fn done(&mut self, i: usize) {
         if let Some(key) = self.keys.get_mut(i).and_then(Option::take) {
-            self.inflight.lock().remove(&key);
+            self.inflight.lock(self.shard).try_remove(key);
         }
     }
 }
@@ -161,9 +229,9 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         if self.keys.iter().any(Option::is_some) {
-            let mut registry = self.inflight.lock();
+            let mut registry = self.inflight.lock(self.shard);
             for key in self.keys.iter().flatten() {
-                registry.remove(key);
+                registry.try_remove(*key);
             }
         }
     }

@@ -22,6 +22,7 @@ use super::{FromUpstream, H1Answer, Proxy};
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::Hop;
 use crate::http::names::{Known, TRACEPARENT};
+use crate::metrics::SuppressReason;
 use crate::policy::{Attempt, Next};
 use crate::proxy::head_timer::HeadTimer;
 
@@ -156,6 +157,7 @@ impl Proxy {
         upstream_fields: Option<HeadFields>,
     ) -> Step {
         let (failure, outcome) = attempt_failure(sent, &self.ctx().metrics);
+        call.attempt_ended(failure, outcome.as_ref().ok().map(Response::status));
         let Some(failure) = failure.filter(|_| decided.applies) else {
             if let Some(failure) = failure {
                 call.attempt_failed(failure, None, None);
@@ -170,6 +172,13 @@ impl Proxy {
             retry_after: retry_after(&outcome, upstream_fields.as_ref()),
         };
         match self.policy.next(failure, &attempt) {
+            Next::Retry { .. } if !call.may_retry() => {
+                call.attempt_failed(failure, None, Some(SuppressReason::Limited));
+                call.count(&self.ctx().metrics, |h| {
+                    h.suppressed(SuppressReason::Limited)
+                });
+                Step::Answer((outcome, upstream_fields))
+            }
             Next::Retry { wait, reason } => {
                 call.count(&self.ctx().metrics, |h| h.retry(reason));
                 call.attempt_failed(failure, Some(reason), None);

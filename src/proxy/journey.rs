@@ -58,6 +58,9 @@ struct Admitted {
     resumed: Vec<Parked>,
     /// The trace context headers, kept while OpenTelemetry export is on.
     trace: Option<Box<CallTrace>>,
+    /// The agent accepts `text/event-stream` and not JSON (read only with limits on: a
+    /// refusal is answered in the form the agent asked for).
+    sse_only: bool,
 }
 
 /// The request body as the read phase left it.
@@ -146,6 +149,13 @@ impl Proxy {
             if let Some(recorder) = capture {
                 call.capture_into(recorder);
             }
+            // Boxed: only with limits on, and its wait's room would be in every call's future.
+            if let Some(limits) = &self.limits
+                && let Err(refused) =
+                    Box::pin(self.limit(limits, &mut call, admitted.sse_only)).await
+            {
+                return Answer::own(refused);
+            }
             let claimed = match self.claim(&parts, read.replay.as_ref(), &mut call).await {
                 Ok(claimed) => claimed,
                 Err(answered) => return Answer::own(answered),
@@ -214,6 +224,7 @@ impl Proxy {
                 .flatten(),
             protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
             has_key: headers.contains(Known::IdempotencyKey),
+            sse_only: self.limits.is_some() && accepts_only_sse(headers.get(Known::Accept)),
             trace: self
                 .ctx()
                 .telemetry
@@ -239,7 +250,8 @@ impl Proxy {
             let (body, _) = RequestBody::stream(ObservedBody::new(body, InspectSink::inert()));
             return Ok(ReadBody::streamed(body, None, None));
         }
-        if !(self.policy.retries_enabled() || has_key) {
+        // Limits read the body before the first attempt, as retries do.
+        if !(self.policy.retries_enabled() || has_key || self.limits.is_some()) {
             let (mut inspection, sink) = Inspection::streaming(self.inspect_cap);
             if let Some(max) = copy {
                 inspection.copy_body(max);
@@ -385,6 +397,22 @@ impl Proxy {
         add_attempts(response.headers_mut(), call.attempts());
         response
     }
+}
+
+/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard.
+fn accepts_only_sse(accept: Option<&[u8]>) -> bool {
+    let Some(accept) = accept.and_then(|a| std::str::from_utf8(a).ok()) else {
+        return false;
+    };
+    let types = || {
+        accept
+            .split(',')
+            .map(|t| t.split(';').next().unwrap_or("").trim())
+    };
+    types().any(|t| t.eq_ignore_ascii_case("text/event-stream"))
+        && !types().any(|t| {
+            t.eq_ignore_ascii_case("application/json") || t == "*/*" || t == "application/*"
+        })
 }
 
 impl ReadBody {

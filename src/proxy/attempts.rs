@@ -114,8 +114,11 @@ impl Proxy {
                             // The first attempt: its request goes out (the first poll writes it to a
                             // pooled connection) before the body is read for its calls, which then
                             // happens while the upstream works on the call — not in front of it.
+                            // A body read ahead only for the limits (retries off, no key)
+                            // is not the retry policy's.
                             let retryable =
-                                matches!(outgoing.kind, BodyKind::Whole | BodyKind::Over);
+                                matches!(outgoing.kind, BodyKind::Whole | BodyKind::Over)
+                                    && (self.policy.retries_enabled() || outgoing.has_key);
                             let has_key = outgoing.has_key;
                             let mut decided = None;
                             let sent = poll_fn(|cx| {

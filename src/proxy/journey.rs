@@ -1,7 +1,8 @@
 //! One call's journey through strata, in named phases: **admit** (what is known of the
 //! request before its body: Host and Origin checks, session, resumed calls) → **read** (a
 //! POST's body into the replay buffer, or streamed past the request inspector) → **prepare**
-//! (the head as it goes upstream: hop rules, Host, target) → **claim** (an
+//! (the head as it goes upstream: hop rules, Host, target) → **limit** (`limited.rs`: call
+//! limits and the circuit, when set) → **claim** (an
 //! `Idempotency-Key`'s record) → **attempts** (`attempts.rs`: the request out, the retry
 //! loop) → **answer** (the upstream's response on its way to the agent, observed by the
 //! call tracker). A call that ends early is answered by strata (`strata_error.rs`).
@@ -236,7 +237,8 @@ impl Proxy {
     }
 
     /// Read: a POST's body goes into the replay buffer when it may be re-sent (retries on,
-    /// or an `Idempotency-Key`) — up to the buffer's cap, the rest streamed after it — or
+    /// or an `Idempotency-Key`) or call limits read it (`limits.calls`, `circuit`) — up to
+    /// the buffer's cap, the rest streamed after it — or
     /// streams past the request inspector. Any other method's body streams uninspected.
     async fn read_body(
         &self,

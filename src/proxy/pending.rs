@@ -305,13 +305,9 @@ impl PendingCall<'_> {
         failure: Option<Failure>,
         status: Option<http::StatusCode>,
     ) {
-        let Some(admission) = &mut self.admission else {
-            return;
-        };
-        match (failure.and_then(Failure::circuit), status) {
-            (Some(failure), _) => admission.attempt_failed(failure),
-            (None, Some(status)) => admission.answered(status.as_u16()),
-            (None, None) => {}
+        if let Some(admission) = &mut self.admission {
+            let status = status.map(|s| s.as_u16());
+            admission.attempt_ended(failure.and_then(Failure::circuit), status);
         }
     }
 

@@ -144,26 +144,20 @@ impl Admission {
         closed && self.limiter.as_ref().is_none_or(|l| l.retry_token())
     }
 
-    /// An attempt failed before an answer, or with a failing status.
-    pub fn attempt_failed(&mut self, failure: CircuitOn) {
-        if let Some(ticket) = &mut self.circuit
-            && ticket.circuit.counts(failure)
-        {
-            ticket.circuit.failed(ticket.pass, Instant::now());
-            ticket.reported = true;
-        }
-    }
-
-    /// The upstream answered with `status` (not a failure `on` names): a success, or for a
-    /// 2xx when `stream_incomplete` counts, judged at the outcome.
-    pub fn answered(&mut self, status: u16) {
+    /// An attempt ended: with `failure` (as the circuit names it) or with the upstream's
+    /// `status` (none when it failed before a head). A failure `on` names counts; any other
+    /// answer is a success — for a 2xx when `stream_incomplete` counts, judged at the
+    /// outcome; a failure without a head and not named says nothing.
+    pub fn attempt_ended(&mut self, failure: Option<CircuitOn>, status: Option<u16>) {
         let Some(ticket) = &mut self.circuit else {
             return;
         };
-        if (200..300).contains(&status) && ticket.judge_body {
-            return;
+        match (failure.filter(|f| ticket.circuit.counts(*f)), status) {
+            (Some(_), _) => ticket.circuit.failed(ticket.pass, Instant::now()),
+            (None, Some(status)) if (200..300).contains(&status) && ticket.judge_body => return,
+            (None, Some(_)) => ticket.circuit.succeeded(ticket.pass),
+            (None, None) => return,
         }
-        ticket.circuit.succeeded(ticket.pass);
         ticket.reported = true;
     }
 

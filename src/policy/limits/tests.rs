@@ -65,8 +65,8 @@ async fn failed_attempts_open_the_circuit_and_no_retry_goes_into_it() {
     let limits = limits(&metrics);
     let mut first = admit(&limits, "tools/call", "fetch").await.unwrap();
     assert!(first.may_retry());
-    first.attempt_failed(CircuitOn::Http503);
-    first.attempt_failed(CircuitOn::ConnectError);
+    first.attempt_ended(Some(CircuitOn::Http503), Some(503));
+    first.attempt_ended(Some(CircuitOn::ConnectError), None);
     assert!(!first.may_retry(), "the circuit is open");
     let refused = admit(&limits, "ping", "").await.unwrap_err();
     assert_eq!(refused.by(), refusal::RefusedBy::Circuit);
@@ -78,7 +78,7 @@ async fn failed_attempts_open_the_circuit_and_no_retry_goes_into_it() {
         admit(&limits, "ping", "").await.is_err(),
         "one probe at a time"
     );
-    probe.answered(200);
+    probe.attempt_ended(None, Some(200));
     probe.finished(Outcome::Success);
     assert!(
         admit(&limits, "ping", "").await.is_ok(),
@@ -91,8 +91,8 @@ async fn a_call_refused_by_the_circuit_gives_its_token_back() {
     let metrics = Metrics::new(8, 8).unwrap();
     let limits = limits(&metrics);
     let mut failing = admit(&limits, "tools/call", "fetch").await.unwrap();
-    failing.attempt_failed(CircuitOn::Http502);
-    failing.attempt_failed(CircuitOn::Http502);
+    failing.attempt_ended(Some(CircuitOn::Http502), Some(502));
+    failing.attempt_ended(Some(CircuitOn::Http502), Some(502));
     for _ in 0..5 {
         let refused = admit(&limits, "tools/call", "search_web")
             .await
@@ -110,7 +110,7 @@ async fn a_stream_that_ends_early_counts_at_the_outcome_and_a_probe_left_is_rele
     let limits = limits(&metrics);
     for _ in 0..2 {
         let mut call = admit(&limits, "tools/call", "fetch").await.unwrap();
-        call.answered(200);
+        call.attempt_ended(None, Some(200));
         call.finished(Outcome::StreamIncomplete);
     }
     assert!(admit(&limits, "ping", "").await.is_err(), "open");
@@ -118,7 +118,7 @@ async fn a_stream_that_ends_early_counts_at_the_outcome_and_a_probe_left_is_rele
     let probe = admit(&limits, "ping", "").await.unwrap();
     drop(probe);
     let mut probe = admit(&limits, "ping", "").await.unwrap();
-    probe.answered(500);
+    probe.attempt_ended(None, Some(500));
     assert!(
         admit(&limits, "ping", "").await.is_ok(),
         "an answer closes it"
@@ -130,8 +130,8 @@ async fn a_reload_keeps_an_unchanged_circuit() {
     let metrics = Metrics::new(8, 8).unwrap();
     let old = limits(&metrics);
     let mut call = admit(&old, "ping", "").await.unwrap();
-    call.attempt_failed(CircuitOn::Http504);
-    call.attempt_failed(CircuitOn::Http504);
+    call.attempt_ended(Some(CircuitOn::Http504), Some(504));
+    call.attempt_ended(Some(CircuitOn::Http504), Some(504));
     let circuit = old.circuit.as_ref().map(|(_, c)| c.clone());
     let new = CallLimits::new(&[], circuit.as_ref(), Some(&old), &metrics).unwrap();
     assert!(admit(&new, "ping", "").await.is_err(), "still open");
@@ -139,4 +139,29 @@ async fn a_reload_keeps_an_unchanged_circuit() {
     changed.consecutive_failures = 9;
     let new = CallLimits::new(&[], Some(&changed), Some(&old), &metrics).unwrap();
     assert!(admit(&new, "ping", "").await.is_ok(), "a new circuit");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_the_circuit_does_not_name_is_an_answer() {
+    let metrics = Metrics::new(8, 8).unwrap();
+    let config = CircuitConfig {
+        consecutive_failures: 2,
+        on: vec![CircuitOn::Http502],
+        ..CircuitConfig::default()
+    };
+    let limits = CallLimits::new(&[], Some(&config), None, &metrics).unwrap();
+    let mut call = admit(&limits, "ping", "").await.unwrap();
+    call.attempt_ended(Some(CircuitOn::Http502), Some(502));
+    call.attempt_ended(Some(CircuitOn::Http503), Some(503));
+    call.attempt_ended(Some(CircuitOn::Http502), Some(502));
+    assert!(
+        admit(&limits, "ping", "").await.is_ok(),
+        "the 503 reset the count"
+    );
+    call.attempt_ended(Some(CircuitOn::ConnectError), None);
+    call.attempt_ended(Some(CircuitOn::Http502), Some(502));
+    assert!(
+        admit(&limits, "ping", "").await.is_err(),
+        "a connect error says nothing"
+    );
 }

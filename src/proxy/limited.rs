@@ -10,6 +10,7 @@ use http_body_util::Full;
 
 use super::pending::PendingCall;
 use super::{AgentBody, Proxy};
+use crate::http::fields::Headers;
 use crate::policy::limits::CallLimits;
 use crate::policy::limits::refusal::Refusal;
 use crate::proxy::body::{ObservedBody, ProxyBody};
@@ -61,6 +62,7 @@ impl Proxy {
             Some(mut tracker) => {
                 tracker.refused(refusal.by());
                 tracker.response_head(answer.status, Some(answer.content_type.as_bytes()));
+                tracker.capture_fields(Headers::Map(response.headers()));
                 ProxyBody::Replayed(ObservedBody::new(body, tracker))
             }
             None => ProxyBody::Local(body),

@@ -292,6 +292,45 @@ async fn limits_an_sse_stream_holds_its_slot_until_it_ends_and_an_agent_leaving_
 }
 
 #[tokio::test]
+async fn limits_a_queued_call_waits_for_the_slot_and_one_past_its_queue_is_refused() {
+    let stack = Stack::start(|c| {
+        let mut drip = rule("sse_drip");
+        (drip.max_concurrent, drip.queue) = (Some(1), Duration::from_secs(2));
+        let mut slow = rule("slow");
+        (slow.max_concurrent, slow.queue) = (Some(1), Duration::from_millis(50));
+        c.limits.calls = vec![drip, slow];
+    })
+    .await;
+    let (a, b) = (stack.modern(Http1), stack.modern(Http2));
+    let mut held = open_drip(&a, 4).await;
+    let started = Instant::now();
+    let short = json!({"count": 1, "interval_ms": 1});
+    let queued = tokio::spawn(async move { b.call_tool("sse_drip", short).await.unwrap() });
+    while held.next_event().await.unwrap().is_some() {}
+    let reply = timeout(LIMIT, queued).await.unwrap().unwrap();
+    assert!(!is_refusal(&reply), "it waited for the slot");
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    // A call whose queue ends before the slot frees is refused.
+    let long = stack.modern(Http1);
+    let holder = tokio::spawn(async move { long.call_tool("slow", json!({"ms": 500})).await });
+    sleep(Duration::from_millis(100)).await;
+    let refused = stack
+        .modern(Http1)
+        .call_tool("slow", json!({"ms": 1}))
+        .await
+        .unwrap();
+    assert!(is_refusal(&refused), "past its 50 ms queue");
+    assert!(!is_refusal(
+        &timeout(LIMIT, holder).await.unwrap().unwrap().unwrap()
+    ));
+    assert_eq!(stack.testbed.calls_of("slow"), 1);
+}
+
+#[tokio::test]
 async fn limits_hold_exactly_under_64_agents() {
     let (_guard, logs) = support::capture();
     let born = Instant::now();

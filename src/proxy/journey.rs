@@ -363,10 +363,13 @@ impl Proxy {
             KeyClaim::None => Ok(None),
             KeyClaim::Fresh(ticket, ids) => Ok(Some((ticket, ids))),
             KeyClaim::Replay(record, ids) => {
+                // Answered without the upstream: nothing for the circuit to learn.
+                call.release_limits();
                 call.mark_client_retry();
                 Err(replay_record(call.take_tracker(), &record, &ids))
             }
             KeyClaim::Refuse(why) => {
+                call.release_limits();
                 if let Some(mut tracker) = call.take_tracker() {
                     tracker.no_response(why.status().as_u16());
                 }

@@ -286,6 +286,12 @@ impl PendingCall<'_> {
         self.admission = Some(admission);
     }
 
+    /// The call is answered without the upstream (an idempotency record, a conflict): its
+    /// slot is freed, and a probe's pass goes to the next call.
+    pub(super) fn release_limits(&mut self) {
+        self.admission = None;
+    }
+
     /// The answer to this exchange's one call, refused.
     pub(super) fn refusal_answer(&self, refusal: &Refusal, sse: bool) -> Option<RefusalAnswer> {
         let inspection = self.inspection.as_ref()?;

@@ -444,6 +444,7 @@ async fn limits_failures_open_the_circuit_and_the_probe_closes_it() {
             open_for: Duration::from_millis(300),
             ..CircuitConfig::default()
         });
+        c.inspector.enabled = true;
     })
     .await;
     let state = || series(&strata.metrics.render(), "strata_circuit_state", &[]);
@@ -493,6 +494,43 @@ async fn limits_failures_open_the_circuit_and_the_probe_closes_it() {
     );
     let after = agent.call(json!(6), "write_flaky", json!({}), &[]).await;
     assert_eq!(after.status, 200);
+    // The inspector's record is the log line's: the refusal says what refused it.
+    let records = recent_calls(strata.admin).await;
+    let refused: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["refused_by"] == "circuit")
+        .collect();
+    assert_eq!(refused.len(), 1, "{records:?}");
+    assert_eq!(refused[0]["jsonrpc_id"], "4");
+    assert_eq!(
+        (&refused[0]["outcome"], &refused[0]["attempts"]),
+        (&json!("TOOL_ERROR"), &json!(0))
+    );
+    assert_eq!(records.len(), 6);
+}
+
+/// The inspector's `/calls`, polled until it holds the six calls made.
+async fn recent_calls(admin: std::net::SocketAddr) -> Vec<Value> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let request = http::Request::get(format!("http://{admin}/calls"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = timeout(LIMIT, client.request(request))
+            .await
+            .unwrap()
+            .unwrap();
+        let body = timeout(LIMIT, response.into_body().collect())
+            .await
+            .unwrap()
+            .unwrap();
+        let records: Vec<Value> = serde_json::from_slice(&body.to_bytes()).unwrap();
+        if records.len() >= 6 || Instant::now() >= deadline {
+            return records;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]

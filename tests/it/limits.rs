@@ -577,6 +577,56 @@ async fn limits_no_retry_goes_into_an_open_circuit() {
 }
 
 #[tokio::test]
+async fn limits_a_retry_takes_a_token_and_without_one_is_not_made() {
+    let (testbed_addr, testbed, _handle) = Testbed::builder()
+        .fail_first_n(1)
+        .spawn_local()
+        .await
+        .unwrap();
+    let strata = support::strata(testbed_addr, |c| {
+        c.policy.retry.initial_backoff = Duration::from_millis(1);
+        c.policy.retry.max_backoff = Duration::from_millis(5);
+        c.policy.tools = vec![ToolRule {
+            tool: Some(Glob::new("read_*")),
+            method: None,
+            idempotent: true,
+        }];
+        let mut read = rule("read_*");
+        (read.rate, read.burst) = (
+            Some(Rate {
+                calls: 1,
+                per: Duration::from_secs(3600),
+            }),
+            Some(1),
+        );
+        c.limits.calls = vec![read];
+    })
+    .await;
+    let answer = Agent::new(strata.listen)
+        .call(json!(1), "read_flaky", json!({}), &[])
+        .await;
+    assert_eq!(
+        (answer.status, answer.header("strata-attempts")),
+        (503, None)
+    );
+    assert_eq!(
+        testbed.calls_of("read_flaky"),
+        1,
+        "the retry found no token"
+    );
+    let rendered = strata.metrics.render();
+    let limited = [("reason", "limited")];
+    assert_eq!(
+        series(&rendered, "strata_retries_suppressed_total", &limited),
+        1.0
+    );
+    assert_eq!(
+        series(&rendered, "strata_limit_hits_total", &[("limit", "rate")]),
+        0.0
+    );
+}
+
+#[tokio::test]
 async fn limits_a_reload_applies_new_limits_and_calls_in_flight_keep_their_slot() {
     let (testbed_addr, _testbed, _handle) = Testbed::spawn_local().await.unwrap();
     let mut drip = rule("sse_drip");

@@ -52,7 +52,9 @@ impl Bucket {
             fill.tokens -= 1.0;
             return Ok(Duration::ZERO);
         }
-        let due = Duration::from_secs_f64((1.0 - fill.tokens) / self.per_second);
+        // A rate validation let through is above zero; a config built in code may not be.
+        let due = Duration::try_from_secs_f64((1.0 - fill.tokens) / self.per_second)
+            .unwrap_or(Duration::MAX);
         if due > queue {
             return Err(due);
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{CircuitConfig, CircuitOn};
+use crate::config::{CircuitConfig, CircuitOn, MAX_DURATION};
 use crate::metrics::{CircuitHandles, CircuitState};
 
 /// The upstream's circuit, shared by every worker (a short lock per call).
@@ -154,10 +154,12 @@ impl Circuit {
     fn open(&self, now: Instant, trips: u32) -> Phase {
         let doubled = self
             .open_for
-            .checked_mul(1u32 << (trips - 1).min(20))
+            .checked_mul(1u32 << trips.saturating_sub(1).min(20))
             .unwrap_or(self.max_open_for);
+        // Validation caps both at a year; a config built in code may not.
+        let open = doubled.min(self.max_open_for).min(MAX_DURATION);
         Phase::Open {
-            until: now + doubled.min(self.max_open_for),
+            until: now.checked_add(open).unwrap_or(now),
             trips,
         }
     }

@@ -14,8 +14,8 @@ pub struct Slots {
     semaphore: Arc<Semaphore>,
 }
 
-/// A call's slot: given back when dropped. It holds the limiter it came from, so a reload
-/// that builds new limiters leaves the calls in flight in the old one.
+/// A call's slot: given back when dropped. It holds the semaphore it came from, so a reload
+/// that renews a changed rule's limiter leaves the calls in flight in the old one.
 #[derive(Debug)]
 pub struct Slot(#[allow(dead_code, reason = "held for its drop")] OwnedSemaphorePermit);
 

@@ -52,9 +52,10 @@ struct Ticket {
 
 impl CallLimits {
     /// The limits `rules` and `circuit` set; `None` when they set none (the data path then
-    /// makes one `Option` check per call). A reload passes the limits in force: their
-    /// circuit, and its state, is kept when its settings are unchanged; rules start anew
-    /// (calls in flight keep the slots they hold in the old limiters).
+    /// makes one `Option` check per call). A reload passes the limits in force: a rule left
+    /// unchanged keeps its limiter (its calls in flight and its tokens), and the circuit its
+    /// state when its settings are unchanged; a changed rule starts anew, while its calls in
+    /// flight keep the slots they hold in the old limiter.
     pub fn new(
         rules: &[CallRule],
         circuit: Option<&CircuitConfig>,
@@ -74,7 +75,10 @@ impl CallLimits {
             (kept.unwrap_or_else(made), config.clone())
         });
         Some(Arc::new(CallLimits {
-            rules: rules.iter().map(|rule| Rule::new(rule, now)).collect(),
+            rules: rules
+                .iter()
+                .map(|rule| Rule::new(rule, previous.map_or(&[], |p| &p.rules), now))
+                .collect(),
             circuit,
         }))
     }

@@ -9,13 +9,13 @@ use tokio::time::Instant;
 use super::bucket::Bucket;
 use super::concurrency::{Slot, Slots};
 use super::refusal::{CONCURRENCY_RETRY_AFTER, Reason, Refusal};
-use crate::config::{CallRule, Glob, Rate, RefuseAs};
+use crate::config::{CallRule, Rate, RefuseAs};
 
 /// One rule: what it matches, and its limiter.
 #[derive(Debug)]
 pub struct Rule {
-    tool: Option<Glob>,
-    method: Option<Glob>,
+    /// The rule as configured, to keep its limiter across a reload that leaves it unchanged.
+    config: CallRule,
     limiter: Arc<Limiter>,
 }
 
@@ -29,31 +29,28 @@ pub struct Limiter {
 }
 
 impl Rule {
-    pub fn new(rule: &CallRule, now: Instant) -> Rule {
-        let bucket = rule.rate.map(|rate| {
-            let burst = rule.burst.unwrap_or(rate.calls);
-            (Bucket::new(rate, burst, now), rate)
-        });
+    /// The rule `rule` sets; `previous`: the rules in force before a reload, whose limiter
+    /// (with its calls in flight and its tokens) an unchanged rule keeps.
+    pub fn new(rule: &CallRule, previous: &[Rule], now: Instant) -> Rule {
+        let kept = previous.iter().find(|old| old.config == *rule);
+        let limiter = match kept {
+            Some(old) => old.limiter.clone(),
+            None => Arc::new(Limiter::new(rule, now)),
+        };
         Rule {
-            tool: rule.tool.clone(),
-            method: rule.method.clone(),
-            limiter: Arc::new(Limiter {
-                slots: rule.max_concurrent.map(Slots::new),
-                bucket,
-                queue: rule.queue,
-                refuse_as: rule.refuse_as,
-            }),
+            config: rule.clone(),
+            limiter,
         }
     }
 
     /// Whether the rule covers a call of `method` (and `tool`, for tools/call).
     pub fn matches(&self, method: &str, tool: &str) -> bool {
         let is_tool_call = method == "tools/call";
-        let method_ok = match &self.method {
+        let method_ok = match &self.config.method {
             Some(m) => m.matches(method),
             None => is_tool_call,
         };
-        let tool_ok = match &self.tool {
+        let tool_ok = match &self.config.tool {
             Some(t) => is_tool_call && t.matches(tool),
             None => true,
         };
@@ -66,6 +63,19 @@ impl Rule {
 }
 
 impl Limiter {
+    fn new(rule: &CallRule, now: Instant) -> Limiter {
+        let bucket = rule.rate.map(|rate| {
+            let burst = rule.burst.unwrap_or(rate.calls);
+            (Bucket::new(rate, burst, now), rate)
+        });
+        Limiter {
+            slots: rule.max_concurrent.map(Slots::new),
+            bucket,
+            queue: rule.queue,
+            refuse_as: rule.refuse_as,
+        }
+    }
+
     /// A slot (when the rule limits concurrency) and a token (when it limits the rate),
     /// each waited for within the rule's `queue`; or the refusal, with nothing held.
     pub async fn admit(&self, tool_call: bool) -> Result<Option<Slot>, Refusal> {
@@ -119,6 +129,7 @@ impl Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Glob;
 
     fn rule(tool: Option<&str>, method: Option<&str>) -> Rule {
         let config = CallRule {
@@ -130,7 +141,7 @@ mod tests {
             queue: Duration::ZERO,
             refuse_as: None,
         };
-        Rule::new(&config, Instant::now())
+        Rule::new(&config, &[], Instant::now())
     }
 
     #[tokio::test(start_paused = true)]

@@ -165,3 +165,41 @@ async fn a_status_the_circuit_does_not_name_is_an_answer() {
         "a connect error says nothing"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_an_unchanged_rule_s_limiter_and_renews_a_changed_one() {
+    let metrics = Metrics::new(8, 8).unwrap();
+    let old = limits(&metrics);
+    let held = admit(&old, "tools/call", "search_web").await.unwrap();
+    let _also = admit(&old, "tools/call", "search_web").await.unwrap();
+    let mut rules = vec![CallRule {
+        tool: Some(Glob::new("search_*")),
+        method: None,
+        max_concurrent: Some(2),
+        rate: Some(Rate {
+            calls: 10,
+            per: Duration::from_secs(1),
+        }),
+        burst: Some(3),
+        queue: Duration::ZERO,
+        refuse_as: None,
+    }];
+    let same = CallLimits::new(&rules, None, Some(&old), &metrics).unwrap();
+    let refused = admit(&same, "tools/call", "search_web").await.unwrap_err();
+    assert_eq!(
+        refused.by(),
+        refusal::RefusedBy::Concurrency,
+        "its slots are taken"
+    );
+    rules[0].max_concurrent = Some(3);
+    let changed = CallLimits::new(&rules, None, Some(&same), &metrics).unwrap();
+    assert!(
+        admit(&changed, "tools/call", "search_web").await.is_ok(),
+        "a new limiter"
+    );
+    drop(held);
+    assert!(
+        admit(&same, "tools/call", "search_web").await.is_ok(),
+        "the old one, freed"
+    );
+}

@@ -20,8 +20,8 @@ mod tests;
 
 pub use calls::CallHandles;
 pub use labels::{
-    CaptureResult, HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult, ReplayResult,
-    RetryReason, SuppressReason, TelemetrySignal, TlsFailure,
+    CaptureResult, CircuitState, HttpMethod, Limit, MAX_LABEL_BYTES, OTHER, ReloadResult,
+    ReplayResult, RetryReason, SuppressReason, TelemetrySignal, TlsFailure,
 };
 
 use crate::runtime::per_worker::PerWorker;
@@ -53,6 +53,37 @@ pub struct Metrics {
     tls_handshake_errors: [PerWorker<IntCounter>; TlsFailure::COUNT],
     telemetry_dropped: [PerWorker<IntCounter>; TelemetrySignal::COUNT],
     capture_entries: [PerWorker<IntCounter>; CaptureResult::COUNT],
+    circuit: CircuitHandles,
+}
+
+/// The upstream circuit's series, resolved at start-up (`strata_circuit_state{scope}`,
+/// `strata_circuit_transitions_total{scope,to}`). Transitions are rare: one copy, not one
+/// per worker.
+#[derive(Clone)]
+pub struct CircuitHandles {
+    state: IntGauge,
+    transitions: [IntCounter; CircuitState::COUNT],
+}
+
+impl CircuitHandles {
+    /// A new circuit, closed (no transition counted).
+    pub fn starts_closed(&self) {
+        self.state.set(CircuitState::Closed as i64);
+    }
+
+    /// The circuit moved to `to`.
+    pub fn moved(&self, to: CircuitState) {
+        self.state.set(to as i64);
+        self.transitions[to as usize].inc();
+    }
+}
+
+impl std::fmt::Debug for CircuitHandles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CircuitHandles")
+            .field(&self.state.get())
+            .finish()
+    }
 }
 
 /// Registering a family failed: a name or label is invalid or declared twice. This can only
@@ -171,6 +202,7 @@ impl Metrics {
             "HTTP exchanges traffic capture wrote to its file or lost, by result.",
             ["result"],
         )?;
+        let circuit = circuit_handles(&r)?;
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "strata_build_info",
@@ -219,6 +251,7 @@ impl Metrics {
             tls_handshake_errors: TlsFailure::ALL.map(|x| tls_failures.get([x.as_str()])),
             telemetry_dropped: TelemetrySignal::ALL.map(|x| telemetry_dropped.get([x.as_str()])),
             capture_entries: CaptureResult::ALL.map(|x| capture_entries.get([x.as_str()])),
+            circuit,
             registry: r,
         }))
     }
@@ -312,6 +345,11 @@ impl Metrics {
         counts
     }
 
+    /// The upstream circuit's handles.
+    pub fn circuit(&self) -> &CircuitHandles {
+        &self.circuit
+    }
+
     /// Counts `n` captured exchanges written or lost.
     pub fn capture_entries(&self, result: CaptureResult, n: u64) {
         self.capture_entries[result as usize].here().inc_by(n);
@@ -355,6 +393,34 @@ fn gauge(r: &Registry, name: &str, help: &str) -> Result<PerWorker<IntGauge>, Me
     r.register(Box::new(Merged(g.clone())))?;
     Ok(g)
 }
+
+/// The circuit's gauge and transition counters; the scope is the one upstream.
+fn circuit_handles(r: &Registry) -> Result<CircuitHandles, MetricsError> {
+    let state = IntGaugeVec::new(
+        Opts::new(
+            "strata_circuit_state",
+            "The circuit's state: 0 closed, 1 open, 2 half-open.",
+        ),
+        &["scope"],
+    )?;
+    r.register(Box::new(state.clone()))?;
+    let transitions = IntCounterVec::new(
+        Opts::new(
+            "strata_circuit_transitions_total",
+            "Times the circuit moved to a state, by state.",
+        ),
+        &["scope", "to"],
+    )?;
+    r.register(Box::new(transitions.clone()))?;
+    Ok(CircuitHandles {
+        state: state.with_label_values(&[CIRCUIT_SCOPE]),
+        transitions: CircuitState::ALL
+            .map(|to| transitions.with_label_values(&[CIRCUIT_SCOPE, to.as_str()])),
+    })
+}
+
+/// The circuit's `scope` label: strata has one upstream, and one circuit for it.
+pub const CIRCUIT_SCOPE: &str = "upstream";
 
 // === impl GaugeGuard ===
 

@@ -12,6 +12,7 @@ use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 mod capture;
 mod error;
 mod inspector;
+mod limits;
 mod locate;
 mod origins;
 mod policy;
@@ -29,6 +30,7 @@ pub use error::{ConfigError, ConfigErrors, Position};
 pub use inspector::{
     BearerToken, INSPECTOR_MAX_BYTES_RANGE, INSPECTOR_RECENT_RANGE, InspectorConfig,
 };
+pub use limits::{CallRule, CircuitConfig, CircuitOn, Rate, RefuseAs};
 pub use origins::Origins;
 pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
@@ -67,6 +69,8 @@ pub struct Config {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
     pub limits: Limits,
+    /// Failure accrual for the upstream; `None` (the default): no circuit.
+    pub circuit: Option<CircuitConfig>,
     /// Retry and idempotency policy.
     pub policy: PolicyConfig,
     /// Browser origins allowed to call (empty: no check).
@@ -112,6 +116,7 @@ impl Config {
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
             limits: Limits::default(),
+            circuit: None,
             policy: PolicyConfig::default(),
             origins: Origins::default(),
             telemetry: None,

@@ -33,6 +33,7 @@ pub(super) struct RawConfig {
     pub(super) log: Option<RawLog>,
     pub(super) metrics: Option<RawMetrics>,
     pub(super) limits: Option<RawLimits>,
+    pub(super) circuit: Option<Spanned<RawCircuit>>,
     pub(super) retry: Option<RawRetry>,
     pub(super) tools: Option<Vec<Spanned<RawToolRule>>>,
     pub(super) trust_annotations: Option<bool>,
@@ -95,6 +96,30 @@ pub(super) struct RawLimits {
     pub(super) max_headers: Text,
     pub(super) max_connections: Text,
     pub(super) max_h2_streams: Text,
+    pub(super) calls: Option<Vec<Spanned<RawCallRule>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCallRule {
+    #[serde(rename = "match")]
+    pub(super) pattern: Text,
+    pub(super) method: Text,
+    pub(super) max_concurrent: Text,
+    pub(super) rate: Text,
+    pub(super) burst: Text,
+    pub(super) queue: Text,
+    pub(super) refuse_as: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCircuit {
+    pub(super) consecutive_failures: Text,
+    pub(super) open_for: Text,
+    pub(super) max_open_for: Text,
+    pub(super) on: Option<Vec<Spanned<String>>>,
+    pub(super) refuse_as: Text,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -152,6 +152,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Concurrent h2 streams per agent connection (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_h2_streams: u32,
+    /// Per-call concurrency and rate limits (`limits.calls`), first match wins; empty: off.
+    pub calls: Vec<super::limits::CallRule>,
 }
 
 /// A config word that is not one of the allowed spellings.
@@ -284,6 +286,7 @@ impl Default for Limits {
             max_headers: 100,
             max_connections: 1024,
             max_h2_streams: 256,
+            calls: Vec::new(),
         }
     }
 }

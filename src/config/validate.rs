@@ -22,6 +22,7 @@ use super::{Config, LogFormat, Overrides, Upstream};
 
 mod capture;
 mod inspector;
+mod limits;
 mod policy;
 mod telemetry;
 mod tls;
@@ -74,6 +75,7 @@ pub(super) fn validate(
     let log = v.log(raw.log.unwrap_or_default(), overrides.log_format);
     let metrics = v.metrics(raw.metrics.unwrap_or_default());
     let limits = v.limits(raw.limits.unwrap_or_default());
+    let circuit = raw.circuit.map(|raw| v.circuit(raw));
     let policy = v.policy(raw.retry, raw.tools, raw.trust_annotations, raw.idempotency);
     let origins = v.origins(raw.origins.unwrap_or_default());
     let telemetry = v.telemetry(raw.telemetry, &overrides.otel_env);
@@ -94,6 +96,7 @@ pub(super) fn validate(
             log,
             metrics,
             limits,
+            circuit,
             policy,
             origins,
             telemetry,
@@ -304,6 +307,13 @@ impl Validator<'_> {
                 // The range keeps it within u32.
                 |s| count(s, MAX_H2_STREAMS_RANGE).map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             ),
+            calls: raw
+                .calls
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, rule)| self.call_rule(i, rule))
+                .collect(),
         }
     }
 

@@ -88,6 +88,8 @@ label_enum! {
         Deadline => "deadline",
         /// The configured maximum number of attempts has been made.
         AttemptsExhausted => "attempts_exhausted",
+        /// The call's rule had no token for it, or the upstream's circuit is not closed.
+        Limited => "limited",
     }
 }
 
@@ -124,6 +126,25 @@ label_enum! {
         Origin => "origin",
         /// A request body paused longer than `timeouts.request_body_idle` (408).
         RequestBodyTimeout => "request_body_timeout",
+        /// A call found its rule's token bucket empty (`limits.calls[].rate`).
+        Rate => "rate",
+        /// A call found its rule's calls in flight at `limits.calls[].max_concurrent`.
+        Concurrency => "concurrency",
+        /// A call found the upstream's circuit open (`circuit`).
+        Circuit => "circuit",
+    }
+}
+
+label_enum! {
+    /// A state of the upstream's circuit (`strata_circuit_transitions_total{to}`); the
+    /// gauge `strata_circuit_state` holds its index (0 closed, 1 open, 2 half-open).
+    CircuitState {
+        /// Calls pass; consecutive failures are counted.
+        Closed => "closed",
+        /// Calls are refused without reaching the upstream.
+        Open => "open",
+        /// One probe call passes; its result closes or re-opens the circuit.
+        HalfOpen => "half_open",
     }
 }
 

@@ -290,6 +290,8 @@ const PINNED: &[(&str, &[&str])] = &[
         &["layer", "method", "outcome", "tool"],
     ),
     ("strata_capture_entries_total", &["result"]),
+    ("strata_circuit_state", &["scope"]),
+    ("strata_circuit_transitions_total", &["scope", "to"]),
     ("strata_config_reloads_total", &["result"]),
     ("strata_http_requests_total", &["method"]),
     ("strata_idempotent_replays_total", &["result"]),
@@ -345,7 +347,7 @@ fn label_values_are_pinned() {
     );
     assert_eq!(
         all(&SuppressReason::ALL.map(SuppressReason::as_str)),
-        "not_idempotent,budget_exhausted,body_too_large,retry_after_too_long,committed,deadline,attempts_exhausted"
+        "not_idempotent,budget_exhausted,body_too_large,retry_after_too_long,committed,deadline,attempts_exhausted,limited"
     );
     assert_eq!(
         all(&HttpMethod::ALL.map(HttpMethod::as_str)),
@@ -353,7 +355,11 @@ fn label_values_are_pinned() {
     );
     assert_eq!(
         all(&Limit::ALL.map(Limit::as_str)),
-        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls,batch_requests,origin,request_body_timeout"
+        "header_size,header_timeout,request_inspect_bytes,max_connections,replay_buffer,pending_calls,batch_requests,origin,request_body_timeout,rate,concurrency,circuit"
+    );
+    assert_eq!(
+        all(&CircuitState::ALL.map(CircuitState::as_str)),
+        "closed,open,half_open"
     );
     assert_eq!(
         all(&ReplayResult::ALL.map(ReplayResult::as_str)),

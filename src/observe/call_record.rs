@@ -17,6 +17,7 @@ use tracing::Level;
 use crate::classify::envelope::Request;
 use crate::classify::{Kind, Layer, Outcome};
 use crate::log::{self, Fields, Name};
+use crate::policy::limits::refusal::RefusedBy;
 
 /// The `tracing` target of call records, so they can be routed or silenced on their own
 /// (e.g. `RUST_LOG=info,strata::call=off`).
@@ -61,6 +62,9 @@ pub struct CallRecord<'a> {
     /// The outcome; the logged `layer` is derived from it, so the two cannot disagree.
     pub outcome: Outcome,
     pub retry_origin: RetryOrigin,
+    /// The limit that refused the call, when strata answered it without the upstream
+    /// (`limits.calls`, `circuit`).
+    pub refused_by: Option<RefusedBy>,
     /// From the request's arrival to its outcome.
     pub duration: Duration,
 }
@@ -119,6 +123,7 @@ impl<'a> CallRecord<'a> {
             result_type: None,
             outcome,
             retry_origin: RetryOrigin::None,
+            refused_by: None,
             duration,
         }
     }
@@ -147,6 +152,7 @@ impl<'a> CallRecord<'a> {
             result_type: self.result_type.map(own),
             outcome: self.outcome,
             retry_origin: self.retry_origin,
+            refused_by: self.refused_by,
             duration: self.duration,
         }
     }
@@ -263,6 +269,9 @@ impl<'a> CallRecord<'a> {
         known(fields, key!("outcome"), self.outcome.as_str());
         known(fields, key!("layer"), self.outcome.layer().as_str());
         known(fields, key!("retry_origin"), self.retry_origin.as_str());
+        if let Some(by) = self.refused_by {
+            known(fields, key!("refused_by"), by.as_str());
+        }
         fields.f64(key!("duration_ms"), self.duration.as_secs_f64() * 1e3);
     }
 
@@ -288,6 +297,7 @@ impl<'a> CallRecord<'a> {
             outcome = self.outcome.as_str(),
             layer = self.outcome.layer().as_str(),
             retry_origin = self.retry_origin.as_str(),
+            refused_by = self.refused_by.map(RefusedBy::as_str),
             duration_ms = self.duration.as_secs_f64() * 1e3,
             "call"
         );

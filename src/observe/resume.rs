@@ -167,6 +167,7 @@ pub(crate) fn settle(ctx: &CallContext, mut parked: Parked, verdict: Verdict) {
         attempts: parked.meta.attempts,
         client_retry: parked.meta.client_retry,
         trace: parked.meta.trace.take(),
+        refused_by: None,
     };
     record_call(ctx, &parked.request, &verdict, parked.meta.started, facts);
 }

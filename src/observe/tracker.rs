@@ -17,6 +17,8 @@ use crate::observe::call_trace::CallTrace;
 use crate::observe::recent::{InflightCall, InflightState, Inspector, Watch};
 use crate::observe::telemetry::{FinishedCall, Telemetry};
 use crate::policy::Annotations;
+use crate::policy::limits::Admission;
+use crate::policy::limits::refusal::RefusedBy;
 
 use super::client_retry::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
@@ -154,6 +156,11 @@ pub struct CallTracker {
     watch: Option<Box<Watch>>,
     /// The exchange being captured (`capture` on).
     capture: Option<Box<Recorder>>,
+    /// The call's place under `limits.calls` and the circuit (its slot is held until the
+    /// tracker drops: the body's end, or the agent leaving). Boxed: only with limits on.
+    admission: Option<Box<Admission>>,
+    /// The limit that refused the call, when strata answers it itself.
+    refused_by: Option<RefusedBy>,
     done: bool,
 }
 
@@ -191,6 +198,8 @@ impl CallTracker {
             body: None,
             watch: None,
             capture: None,
+            admission: None,
+            refused_by: None,
             done: false,
         }
     }
@@ -225,6 +234,21 @@ impl CallTracker {
         );
         tracker.capture = Some(recorder);
         tracker
+    }
+
+    /// Holds the call's admission under the limits until the tracker drops.
+    pub(crate) fn hold(&mut self, admission: Option<Box<Admission>>) {
+        self.admission = admission;
+    }
+
+    /// strata refuses the call itself (`by` that limit): its answer follows as a body.
+    pub(crate) fn refused(&mut self, by: RefusedBy) {
+        self.refused_by = Some(by);
+        for i in 0..self.meta.len() {
+            if let Some(meta) = self.meta.get_mut(i) {
+                meta.attempts = 0;
+            }
+        }
     }
 
     /// Captures this exchange into `recorder`.
@@ -439,7 +463,11 @@ impl CallTracker {
             attempts: meta.attempts,
             client_retry: meta.client_retry,
             trace: meta.trace.take(),
+            refused_by: self.refused_by,
         };
+        if let Some(admission) = &mut self.admission {
+            admission.finished(verdict.outcome);
+        }
         record_call(&self.ctx, request, verdict, meta.started, facts);
     }
 }
@@ -488,6 +516,8 @@ pub(crate) struct Facts<'a> {
     pub attempts: u32,
     pub client_retry: bool,
     pub trace: Option<Box<CallTrace>>,
+    /// The limit that refused the call (strata answered it).
+    pub refused_by: Option<RefusedBy>,
 }
 
 impl<'a> Facts<'a> {
@@ -531,6 +561,7 @@ impl<'a> Facts<'a> {
             record.error_message = verdict.error_message.as_ref().map(|m| m.text_lossy());
         }
         record.result_type = verdict.result_type.as_ref().map(|r| r.text_lossy());
+        record.refused_by = self.refused_by;
     }
 }
 

@@ -134,6 +134,7 @@ impl Recording {
                 attempts: 1,
                 client_retry: false,
                 trace: None,
+                refused_by: None,
             };
             let record = record(&parked.upstream, &parked.request, &verdict, 0.0, facts);
             self.calls.push(Call {
@@ -315,6 +316,7 @@ impl Run<'_> {
             attempts: 1,
             client_retry: false,
             trace: None,
+            refused_by: None,
         };
         let elapsed = self.entry.ended_ms() - meta.started_ms;
         let record = record(self.entry.origin(), request, verdict, elapsed, facts);

@@ -11,6 +11,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod limits;
 pub mod resendable;
 pub mod retry_after;
 

@@ -22,6 +22,7 @@ use super::{FromUpstream, H1Answer, Proxy};
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::Hop;
 use crate::http::names::{Known, TRACEPARENT};
+use crate::metrics::SuppressReason;
 use crate::policy::{Attempt, Next};
 use crate::proxy::head_timer::HeadTimer;
 
@@ -113,8 +114,11 @@ impl Proxy {
                             // The first attempt: its request goes out (the first poll writes it to a
                             // pooled connection) before the body is read for its calls, which then
                             // happens while the upstream works on the call — not in front of it.
+                            // A body read ahead only for the limits (retries off, no key)
+                            // is not the retry policy's.
                             let retryable =
-                                matches!(outgoing.kind, BodyKind::Whole | BodyKind::Over);
+                                matches!(outgoing.kind, BodyKind::Whole | BodyKind::Over)
+                                    && (self.policy.retries_enabled() || outgoing.has_key);
                             let has_key = outgoing.has_key;
                             let mut decided = None;
                             let sent = poll_fn(|cx| {
@@ -156,6 +160,7 @@ impl Proxy {
         upstream_fields: Option<HeadFields>,
     ) -> Step {
         let (failure, outcome) = attempt_failure(sent, &self.ctx().metrics);
+        call.attempt_ended(failure, outcome.as_ref().ok().map(Response::status));
         let Some(failure) = failure.filter(|_| decided.applies) else {
             if let Some(failure) = failure {
                 call.attempt_failed(failure, None, None);
@@ -170,6 +175,13 @@ impl Proxy {
             retry_after: retry_after(&outcome, upstream_fields.as_ref()),
         };
         match self.policy.next(failure, &attempt) {
+            Next::Retry { .. } if !call.may_retry() => {
+                call.attempt_failed(failure, None, Some(SuppressReason::Limited));
+                call.count(&self.ctx().metrics, |h| {
+                    h.suppressed(SuppressReason::Limited)
+                });
+                Step::Answer((outcome, upstream_fields))
+            }
             Next::Retry { wait, reason } => {
                 call.count(&self.ctx().metrics, |h| h.retry(reason));
                 call.attempt_failed(failure, Some(reason), None);

@@ -159,7 +159,8 @@ pub enum ProxyBody<S: BodySink> {
     Observed(ObservedBody<UpstreamBody, S>),
     Plain(UpstreamBody),
     Local(Full<Bytes>),
-    /// A recorded answer replayed for an idempotency key, classified like an upstream's.
+    /// strata's own answer classified like an upstream's: a recorded answer replayed for an
+    /// idempotency key, or a refused call's (`limited.rs`).
     Replayed(ObservedBody<Full<Bytes>, S>),
     /// An SSE stream with keep-alive comments (`timeouts.sse_keepalive`).
     KeepAlive(Pin<Box<super::sse_keepalive::KeepAlive<ProxyBody<S>>>>),

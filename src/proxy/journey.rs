@@ -1,7 +1,8 @@
 //! One call's journey through strata, in named phases: **admit** (what is known of the
 //! request before its body: Host and Origin checks, session, resumed calls) → **read** (a
 //! POST's body into the replay buffer, or streamed past the request inspector) → **prepare**
-//! (the head as it goes upstream: hop rules, Host, target) → **claim** (an
+//! (the head as it goes upstream: hop rules, Host, target) → **limit** (`limited.rs`: call
+//! limits and the circuit, when set) → **claim** (an
 //! `Idempotency-Key`'s record) → **attempts** (`attempts.rs`: the request out, the retry
 //! loop) → **answer** (the upstream's response on its way to the agent, observed by the
 //! call tracker). A call that ends early is answered by strata (`strata_error.rs`).
@@ -58,6 +59,9 @@ struct Admitted {
     resumed: Vec<Parked>,
     /// The trace context headers, kept while OpenTelemetry export is on.
     trace: Option<Box<CallTrace>>,
+    /// The agent accepts `text/event-stream` and not JSON (read only with limits on: a
+    /// refusal is answered in the form the agent asked for).
+    sse_only: bool,
 }
 
 /// The request body as the read phase left it.
@@ -146,6 +150,13 @@ impl Proxy {
             if let Some(recorder) = capture {
                 call.capture_into(recorder);
             }
+            // Boxed: only with limits on, and its wait's room would be in every call's future.
+            if let Some(limits) = &self.limits
+                && let Err(refused) =
+                    Box::pin(self.limit(limits, &mut call, admitted.sse_only)).await
+            {
+                return Answer::own(refused);
+            }
             let claimed = match self.claim(&parts, read.replay.as_ref(), &mut call).await {
                 Ok(claimed) => claimed,
                 Err(answered) => return Answer::own(answered),
@@ -214,6 +225,7 @@ impl Proxy {
                 .flatten(),
             protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
             has_key: headers.contains(Known::IdempotencyKey),
+            sse_only: self.limits.is_some() && accepts_only_sse(headers.get(Known::Accept)),
             trace: self
                 .ctx()
                 .telemetry
@@ -225,7 +237,8 @@ impl Proxy {
     }
 
     /// Read: a POST's body goes into the replay buffer when it may be re-sent (retries on,
-    /// or an `Idempotency-Key`) — up to the buffer's cap, the rest streamed after it — or
+    /// or an `Idempotency-Key`) or call limits read it (`limits.calls`, `circuit`) — up to
+    /// the buffer's cap, the rest streamed after it — or
     /// streams past the request inspector. Any other method's body streams uninspected.
     async fn read_body(
         &self,
@@ -239,7 +252,8 @@ impl Proxy {
             let (body, _) = RequestBody::stream(ObservedBody::new(body, InspectSink::inert()));
             return Ok(ReadBody::streamed(body, None, None));
         }
-        if !(self.policy.retries_enabled() || has_key) {
+        // Limits read the body before the first attempt, as retries do.
+        if !(self.policy.retries_enabled() || has_key || self.limits.is_some()) {
             let (mut inspection, sink) = Inspection::streaming(self.inspect_cap);
             if let Some(max) = copy {
                 inspection.copy_body(max);
@@ -349,10 +363,13 @@ impl Proxy {
             KeyClaim::None => Ok(None),
             KeyClaim::Fresh(ticket, ids) => Ok(Some((ticket, ids))),
             KeyClaim::Replay(record, ids) => {
+                // Answered without the upstream: nothing for the circuit to learn.
+                call.release_limits();
                 call.mark_client_retry();
                 Err(replay_record(call.take_tracker(), &record, &ids))
             }
             KeyClaim::Refuse(why) => {
+                call.release_limits();
                 if let Some(mut tracker) = call.take_tracker() {
                     tracker.no_response(why.status().as_u16());
                 }
@@ -385,6 +402,22 @@ impl Proxy {
         add_attempts(response.headers_mut(), call.attempts());
         response
     }
+}
+
+/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard.
+fn accepts_only_sse(accept: Option<&[u8]>) -> bool {
+    let Some(accept) = accept.and_then(|a| std::str::from_utf8(a).ok()) else {
+        return false;
+    };
+    let types = || {
+        accept
+            .split(',')
+            .map(|t| t.split(';').next().unwrap_or("").trim())
+    };
+    types().any(|t| t.eq_ignore_ascii_case("text/event-stream"))
+        && !types().any(|t| {
+            t.eq_ignore_ascii_case("application/json") || t == "*/*" || t == "application/*"
+        })
 }
 
 impl ReadBody {

@@ -13,6 +13,7 @@ mod head_timer;
 mod idempotency_key;
 mod in_flight;
 mod journey;
+mod limited;
 mod pending;
 pub mod pooled_client;
 mod read_plan;
@@ -50,6 +51,7 @@ pub use sse_keepalive::KeepAlive;
 pub(crate) use read_plan::ReadPlan;
 
 use crate::idempotency::Store as IdempotencyStore;
+use crate::policy::limits::CallLimits;
 use crate::policy::{Annotations, Policy};
 
 /// An answer's fields as the upstream sent them, for strata's own agent connection to
@@ -95,6 +97,8 @@ pub struct Proxy {
     read_plan: ReadPlan,
     /// Each attempt carries a `traceparent` naming its CLIENT span (`telemetry.propagate`).
     propagate: bool,
+    /// `limits.calls` and the circuit; `None` when neither is set.
+    limits: Option<Arc<CallLimits>>,
     carried: Carried,
 }
 
@@ -213,7 +217,7 @@ impl Proxy {
             inspector: Inspector::new(&config.inspector),
             capture,
         };
-        Self::build(config, carried)
+        Self::build(config, carried, None)
     }
 
     /// A proxy for a reloaded config that carries on this one's state: metric handles, calls
@@ -227,10 +231,15 @@ impl Proxy {
     ) -> Result<Arc<Proxy>, ClientError> {
         let mut carried = self.carried.clone();
         carried.telemetry = telemetry;
-        Self::build(config, carried)
+        Self::build(config, carried, self.limits.as_deref())
     }
 
-    fn build(config: &Config, carried: Carried) -> Result<Arc<Proxy>, ClientError> {
+    /// `previous`: the limits in force before a reload (an unchanged circuit is kept).
+    fn build(
+        config: &Config,
+        carried: Carried,
+        previous: Option<&CallLimits>,
+    ) -> Result<Arc<Proxy>, ClientError> {
         let client = pooled_client::build(&config.upstream_tls, config.timeouts.connect)?;
         let scheme = match config.upstream.scheme {
             config::Scheme::Http => Scheme::HTTP,
@@ -263,8 +272,15 @@ impl Proxy {
                 t.propagate == config::Propagate::Header && t.traces_endpoint.is_some()
             });
         let read_ahead = (policy.replay_cap(), config.timeouts.request_body_idle);
+        let limits = CallLimits::new(
+            &config.limits.calls,
+            config.circuit.as_ref(),
+            previous,
+            &carried.metrics,
+        );
         let read_plan = ReadPlan {
-            retries: policy.retries_enabled().then_some(read_ahead),
+            // Limits read a body in the replay buffer before it goes out, as retries do.
+            retries: (policy.retries_enabled() || limits.is_some()).then_some(read_ahead),
             keyed: read_ahead,
             // strata's `traceparent` goes into a map.
             fields_as_read: h1.is_some() && policy.retries_enabled() && !propagate,
@@ -285,6 +301,7 @@ impl Proxy {
             policy,
             read_plan,
             propagate,
+            limits,
             carried,
         }))
     }

@@ -11,6 +11,9 @@ use crate::metrics::{CallHandles, Limit, Metrics, RetryReason, SuppressReason};
 use crate::observe::call_trace::CallTrace;
 use crate::observe::telemetry::{Telemetry, new_span_id};
 use crate::policy::Failure;
+use crate::policy::limits::refusal::{Refusal, RefusalAnswer};
+use crate::policy::limits::rules::Limiter;
+use crate::policy::limits::{Admission, CallLimits};
 use http::HeaderValue;
 
 use super::Proxy;
@@ -43,6 +46,8 @@ pub(super) struct PendingCall<'a> {
     watch: Option<Watch>,
     /// The exchange being captured (`capture` on).
     capture: Option<Box<Recorder>>,
+    /// The call's place under `limits.calls` and the circuit (limits on, one call).
+    admission: Option<Box<Admission>>,
 }
 
 impl<'a> PendingCall<'a> {
@@ -68,6 +73,7 @@ impl<'a> PendingCall<'a> {
             trace: None,
             watch: None,
             capture: None,
+            admission: None,
         }
     }
 }
@@ -261,6 +267,61 @@ impl PendingCall<'_> {
             })
     }
 
+    /// The rule (if any) that limits this exchange's call, and whether it is a tools/call;
+    /// `None` when the exchange is not one call with an id kept whole (a batch,
+    /// notifications, a body past the replay buffer): those pass unlimited.
+    pub(super) fn limited_by(&self, limits: &CallLimits) -> Option<(Option<Arc<Limiter>>, bool)> {
+        let inspection = self.inspection.as_ref()?;
+        inspection.with_requests(|requests| match requests {
+            [r] if !r.id.truncated() => {
+                let (method, tool) = (r.method.text_lossy(), r.tool.text_lossy());
+                Some((limits.rule(&method, &tool), method == "tools/call"))
+            }
+            _ => None,
+        })
+    }
+
+    /// The call passed the limits: it holds `admission` until its final answer.
+    pub(super) fn admitted(&mut self, admission: Box<Admission>) {
+        self.admission = Some(admission);
+    }
+
+    /// The call is answered without the upstream (an idempotency record, a conflict): its
+    /// slot is freed, and a probe's pass goes to the next call.
+    pub(super) fn release_limits(&mut self) {
+        self.admission = None;
+    }
+
+    /// The answer to this exchange's one call, refused.
+    pub(super) fn refusal_answer(&self, refusal: &Refusal, sse: bool) -> Option<RefusalAnswer> {
+        let inspection = self.inspection.as_ref()?;
+        inspection.with_requests(|requests| match requests {
+            [r] => {
+                let (method, tool) = (r.method.text_lossy(), r.tool.text_lossy());
+                let subject = if tool.is_empty() { method } else { tool };
+                Some(refusal.answer(&id_text(r), &subject, sse))
+            }
+            _ => None,
+        })
+    }
+
+    /// An attempt ended: its failure, or the upstream's answer, goes to the circuit.
+    pub(super) fn attempt_ended(
+        &mut self,
+        failure: Option<Failure>,
+        status: Option<http::StatusCode>,
+    ) {
+        if let Some(admission) = &mut self.admission {
+            let status = status.map(|s| s.as_u16());
+            admission.attempt_ended(failure.and_then(Failure::circuit), status);
+        }
+    }
+
+    /// Whether the limits let strata re-send the call (a token; the circuit closed).
+    pub(super) fn may_retry(&self) -> bool {
+        self.admission.as_ref().is_none_or(|a| a.may_retry())
+    }
+
     /// The tracker for what this exchange carries, or `None` when it carries no call.
     pub(super) fn take_tracker(&mut self) -> Option<Box<CallTracker>> {
         // Borrowed until a tracker takes it: this runs again as `PendingCall` drops, after the
@@ -306,8 +367,9 @@ impl PendingCall<'_> {
             if let Some(sent) = self.body.take() {
                 tracker.remember_body(sent);
             }
-            // The tracker watches the calls now.
+            // The tracker watches the calls now, and holds the call's slot.
             tracker.watch(self.watch.take());
+            tracker.hold(self.admission.take());
             if let Some(recorder) = self.capture.take() {
                 tracker.capture_into(recorder);
             }

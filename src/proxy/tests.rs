@@ -41,3 +41,25 @@ fn the_handle_future_stays_small() {
     let size = std::mem::size_of_val(&future);
     assert!(size <= 3300, "handle's future is {size} bytes");
 }
+
+/// Without `limits.calls` or `circuit` the proxy holds no limits (the limit phase is one
+/// `Option` check) and reads bodies as before; with them, a POST body is read ahead.
+#[test]
+fn limits_off_cost_one_option_and_on_read_the_body_ahead() {
+    let upstream = crate::config::Upstream::parse("http://127.0.0.1:9").unwrap();
+    let mut config = Config::default_with_upstream(upstream);
+    config.policy.retry.max_attempts = 1;
+    let proxy = Proxy::new(&config, Metrics::new(64, 64).unwrap(), None).unwrap();
+    assert!(proxy.limits.is_none());
+    assert!(
+        proxy.read_plan.body_read_ahead(false).is_none(),
+        "retries off: streamed"
+    );
+    config.circuit = Some(crate::config::CircuitConfig::default());
+    let proxy = Proxy::new(&config, Metrics::new(64, 64).unwrap(), None).unwrap();
+    assert!(proxy.limits.is_some());
+    assert!(
+        proxy.read_plan.body_read_ahead(false).is_some(),
+        "read for the limits"
+    );
+}

@@ -97,6 +97,7 @@ impl TestbedBuilder {
             options: self.options,
             posts: AtomicU64::new(0),
             calls: Mutex::default(),
+            in_flight: InFlight::default(),
             sessions: Sessions::default(),
             stateless_counters: Counters::default(),
             next_stream: AtomicU64::new(1),
@@ -131,6 +132,8 @@ pub struct Testbed {
     options: Options,
     posts: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
+    /// tools/call requests being handled now, and the most at once.
+    in_flight: InFlight,
     sessions: Sessions,
     /// Fault counters for stateless (2026-07-28) calls, which have no session to hold them.
     stateless_counters: Counters,
@@ -185,6 +188,20 @@ impl Testbed {
         calls.get(tool).copied().unwrap_or(0)
     }
 
+    /// The most tools/call requests handled at once so far: from the request's arrival until
+    /// its handler gives the response (`slow` holds it for its sleep; an SSE scenario's
+    /// stream goes on after).
+    pub fn max_calls_in_flight(&self) -> u64 {
+        self.in_flight.max.load(Ordering::Relaxed)
+    }
+
+    /// Counts a tools/call in flight until the guard drops.
+    fn call_in_flight(&self) -> InFlightGuard<'_> {
+        let now = self.in_flight.now.fetch_add(1, Ordering::Relaxed) + 1;
+        self.in_flight.max.fetch_max(now, Ordering::Relaxed);
+        InFlightGuard(&self.in_flight)
+    }
+
     /// Removes and returns the record of the answer to the request whose id has the JSON text
     /// `id` (`7`, `"a"`), once that answer's body has ended. `None` when recording is off, the
     /// body has not ended yet, or the record was dropped (see [`Testbed::sent_dropped`]).
@@ -226,6 +243,22 @@ impl Testbed {
     fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
         self.sessions.end_all();
+    }
+}
+
+/// Calls being handled, and the most at once.
+#[derive(Debug, Default)]
+struct InFlight {
+    now: AtomicU64,
+    max: AtomicU64,
+}
+
+/// One call counted in [`InFlight`] while it lives.
+struct InFlightGuard<'a>(&'a InFlight);
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

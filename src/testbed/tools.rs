@@ -98,6 +98,7 @@ pub(crate) async fn call(c: Call<'_>) -> Response<Body> {
         );
     };
     c.testbed.count_call(name);
+    let _in_flight = c.testbed.call_in_flight();
     let Some(sc) = scenario(name) else {
         // Unknown tool is a protocol error, in-band on 200 (2026-07-28 server/tools §Error
         // Handling; handler errors keep HTTP 200 in the SDK servers).

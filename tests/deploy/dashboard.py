@@ -334,6 +334,22 @@ def panels() -> list:
             [target(f"sum by (signal) (rate(strata_telemetry_dropped_total{{{PROC}}}[{RI}]))",
                     "{{signal}}")],
             "cps", min=0)),
+        # ---- protecting the upstream
+        (8, 12, timeseries(
+            "Upstream circuit and refused calls",
+            "The upstream's circuit per instance (strata_circuit_state: 0 closed, 1 open, "
+            "2 half-open), its moves over the dashboard's interval by state "
+            "(strata_circuit_transitions_total), and calls strata refused per second "
+            "(strata_limit_hits_total, limit rate, concurrency or circuit). Flat at zero "
+            "without limits.calls or circuit.",
+            [target(f"max by (instance) (strata_circuit_state{{{PROC}}})",
+                    "{{instance}} state", "A"),
+             target(f"sum by (to) (increase(strata_circuit_transitions_total{{{PROC}}}[{RI}]))",
+                    "to {{to}}", "B"),
+             target(f'sum by (limit) (rate(strata_limit_hits_total{{{PROC}, '
+                    f'limit=~"rate|concurrency|circuit"}}[{RI}]))',
+                    "refused: {{limit}}", "C")],
+            "short", min=0)),
     ]
 
 

@@ -173,7 +173,7 @@ fn single_errors_with_positions() {
         (
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
-             workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, retry, tools, \
+             workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, circuit, retry, tools, \
              trust_annotations, idempotency, origins, telemetry, inspector, capture",
         ),
         (

@@ -32,6 +32,7 @@ mod inspector;
 mod inspector_page;
 mod keepalive;
 mod layers;
+mod limits;
 mod otel;
 mod otlp_receiver;
 mod reload;

@@ -19,6 +19,7 @@ use http::HeaderValue;
 use super::Proxy;
 use super::attempt::RetryPlan;
 use crate::capture::Recorder;
+use crate::observe::call_record::id_text;
 use crate::observe::inspect::Inspection;
 use crate::observe::recent::{InflightCall, InflightState, Watch};
 use crate::observe::resume;

@@ -23,6 +23,7 @@ use super::{Config, LogFormat, Overrides, Upstream};
 mod capture;
 mod inspector;
 mod policy;
+mod redis;
 mod telemetry;
 mod tls;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use strata::app::{Running, start};
-use strata::config::{Config, IdempotencyConfig, StoreKind, Upstream};
+use strata::config::{Config, IdempotencyConfig, RedisConfig, StoreKind, Upstream};
 use strata::testbed::{Testbed, TestbedHandle};
 use support::post::{Agent, series};
 use support::redis::Redis;
@@ -195,11 +195,7 @@ async fn failures_are_not_recorded() {
 
 fn redis_config(redis: &Redis, ttl: Duration) -> IdempotencyConfig {
     IdempotencyConfig {
-        store: StoreKind::Redis {
-            host: "127.0.0.1".into(),
-            port: redis.port,
-            db: 0,
-        },
+        store: StoreKind::Redis(RedisConfig::single("127.0.0.1", redis.port, 0)),
         ttl,
         ..IdempotencyConfig::default()
     }

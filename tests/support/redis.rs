@@ -7,7 +7,7 @@ use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use strata::config::{IdempotencyConfig, StoreKind};
+use strata::config::{IdempotencyConfig, RedisConfig, StoreKind};
 use strata::idempotency::Store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -72,11 +72,7 @@ impl Redis {
 
     pub fn config(&self, db: u32, ttl: Duration) -> IdempotencyConfig {
         IdempotencyConfig {
-            store: StoreKind::Redis {
-                host: "127.0.0.1".into(),
-                port: self.port,
-                db,
-            },
+            store: StoreKind::Redis(RedisConfig::single("127.0.0.1", self.port, db)),
             ttl,
             ..IdempotencyConfig::default()
         }

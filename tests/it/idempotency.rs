@@ -15,13 +15,13 @@ use strata::testbed::{Testbed, TestbedHandle};
 use support::post::{Agent, series};
 use support::redis::Redis;
 
-struct Bed {
-    testbed: Arc<Testbed>,
+pub(crate) struct Bed {
+    pub(crate) testbed: Arc<Testbed>,
     _handle: TestbedHandle,
     upstream: Upstream,
 }
 
-async fn testbed() -> Bed {
+pub(crate) async fn testbed() -> Bed {
     let (addr, testbed, handle) = Testbed::spawn_local().await.unwrap();
     Bed {
         testbed,
@@ -30,7 +30,7 @@ async fn testbed() -> Bed {
     }
 }
 
-async fn strata(bed: &Bed, idempotency: IdempotencyConfig) -> Running {
+pub(crate) async fn strata(bed: &Bed, idempotency: IdempotencyConfig) -> Running {
     let mut config = Config::default_with_upstream(bed.upstream.clone());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.admin = "127.0.0.1:0".parse().unwrap();

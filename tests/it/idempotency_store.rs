@@ -18,11 +18,11 @@ use support::redis::{Redis, free_port, raw};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, sleep};
 
-fn key(k: &str) -> Key {
+pub(crate) fn key(k: &str) -> Key {
     Key::new(k.as_bytes(), b"tenant").unwrap()
 }
 
-fn record(body: &str) -> Record {
+pub(crate) fn record(body: &str) -> Record {
     Record {
         status: 200,
         headers: vec![("content-type".into(), b"application/json".to_vec())],
@@ -32,7 +32,7 @@ fn record(body: &str) -> Record {
     }
 }
 
-async fn kind(store: &Store, k: &str, fp: u128) -> &'static str {
+pub(crate) async fn kind(store: &Store, k: &str, fp: u128) -> &'static str {
     match store.claim(&key(k), Fingerprint(fp)).await.unwrap() {
         Claim::Fresh(_) => "fresh",
         Claim::InFlight => "in_flight",
@@ -41,7 +41,7 @@ async fn kind(store: &Store, k: &str, fp: u128) -> &'static str {
     }
 }
 
-async fn fresh(store: &Store, k: &str, fp: u128) -> strata::idempotency::Ticket {
+pub(crate) async fn fresh(store: &Store, k: &str, fp: u128) -> strata::idempotency::Ticket {
     match store.claim(&key(k), Fingerprint(fp)).await.unwrap() {
         Claim::Fresh(t) => t,
         other => panic!("expected Fresh, got {other:?}"),

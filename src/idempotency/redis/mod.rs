@@ -10,6 +10,11 @@
 //!   never has its successor overwritten;
 //! - release: the same compare-and-delete.
 //!
+//! The scripts go as `EVAL` (a few hundred bytes): one round trip every time, where
+//! `EVALSHA` would cost two more on each server that has not seen the script yet (a new
+//! master after a failover, every master of a cluster), and completion races the agent's
+//! repeat.
+//!
 //! Bounds are Redis's own (`maxmemory`): every key strata writes has a TTL. Each operation
 //! (claim, complete, release) finishes within the configured `timeout`, every command and any
 //! wait for a connection included, or is a store error; [`link`] keeps the connection.
@@ -21,7 +26,7 @@ mod link;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 use tokio::time::{Instant, timeout_at};
 
 use super::codec::{self, Stored};
@@ -54,8 +59,6 @@ pub(super) struct RedisStore {
     link: Link,
     ttl_ms: u64,
     max_record_bytes: usize,
-    complete: Script,
-    release: Script,
 }
 
 /// One round of a claim.
@@ -71,8 +74,6 @@ impl RedisStore {
             link: Link::new(config.clone()),
             ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
             max_record_bytes,
-            complete: Script::new(COMPLETE),
-            release: Script::new(RELEASE),
         }
     }
 
@@ -154,9 +155,10 @@ impl RedisStore {
         let value = codec::encode(fp, record);
         let stored: i64 = self
             .run(self.deadline(), |mut conn| {
-                let mut call = self.complete.key(&k);
-                call.arg(&marker).arg(&value).arg(self.ttl_ms);
-                async move { call.invoke_async(&mut conn).await }
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(COMPLETE).arg(1).arg(&k);
+                eval.arg(&marker).arg(&value).arg(self.ttl_ms);
+                async move { eval.query_async(&mut conn).await }
             })
             .await?;
         Ok(if stored == 1 {
@@ -176,9 +178,9 @@ impl RedisStore {
         let marker = codec::marker(fp, token);
         let _deleted: i64 = self
             .run(self.deadline(), |mut conn| {
-                let mut call = self.release.key(&k);
-                call.arg(&marker);
-                async move { call.invoke_async(&mut conn).await }
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(RELEASE).arg(1).arg(&k).arg(&marker);
+                async move { eval.query_async(&mut conn).await }
             })
             .await?;
         Ok(())

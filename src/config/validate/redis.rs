@@ -150,13 +150,14 @@ impl Validator<'_> {
             }
         });
         let path = "idempotency.redis.sentinel.addresses";
-        let sentinels = self.nodes(addresses.unwrap_or_default(), path);
-        if sentinels.is_empty() {
+        let addresses = addresses.unwrap_or_default();
+        if addresses.is_empty() {
             self.report(
                 at,
                 format!("{path}: give at least one sentinel as host:port"),
             );
         }
+        let sentinels = self.nodes(addresses, path);
         let master = master.unwrap_or_else(|| {
             let message = "idempotency.redis.sentinel.master: the master's name is required";
             self.report(at, message.to_owned());

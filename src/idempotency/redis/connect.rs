@@ -4,9 +4,9 @@
 //! what the next attempt uses.
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
     Pipeline, RedisConnectionInfo, RedisFuture, RedisResult, TlsCertificates, TlsMode, Value,
@@ -42,54 +42,76 @@ pub(super) async fn connect(config: &RedisConfig, connect: Duration) -> RedisRes
             Ok(Conn::Node(conn))
         }
         RedisTopology::Sentinel { master, sentinels } => {
-            let addrs = sentinels.iter().map(|n| addr(config.tls, n));
-            let mut builder =
-                SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
-                    .set_client_to_redis_db(i64::from(config.db));
-            if let Some(user) = &config.username {
-                builder = builder.set_client_to_redis_username(user);
-            }
-            if let Some(password) = &config.password {
-                builder = builder.set_client_to_redis_password(password.expose());
-            }
-            if config.tls {
-                builder = builder
-                    .set_client_to_redis_tls_mode(TlsMode::Secure)
-                    .set_client_to_sentinel_tls_mode(TlsMode::Secure);
-            }
-            if let Some(certs) = certs {
-                builder = builder
-                    .set_client_to_redis_certificates(certs.clone())
-                    .set_client_to_sentinel_certificates(certs);
-            }
-            let mut sentinel = builder.build()?;
-            let conn = sentinel
+            let conn = sentinel(config, master, sentinels, certs)?
                 .get_async_connection_with_config(&async_config)
                 .await?;
             Ok(Conn::Node(conn))
         }
         RedisTopology::Cluster(nodes) => {
-            let infos = nodes
-                .iter()
-                .map(|n| info(config, n))
-                .collect::<RedisResult<Vec<_>>>()?;
-            let mut builder = ClusterClientBuilder::new(infos).connection_timeout(connect);
-            if let Some(user) = &config.username {
-                builder = builder.username(user);
-            }
-            if let Some(password) = &config.password {
-                builder = builder.password(password.expose());
-            }
-            if config.tls {
-                builder = builder.tls(TlsMode::Secure);
-            }
-            if let Some(certs) = certs {
-                builder = builder.certs(certs);
-            }
-            let conn = builder.build()?.get_async_connection().await?;
+            let conn = cluster(config, nodes, certs, connect)?
+                .get_async_connection()
+                .await?;
             Ok(Conn::Cluster(conn))
         }
     }
+}
+
+/// A client that asks `sentinels` for `master`'s address, then connects there with the
+/// store's credentials and database. The sentinels are asked without credentials, over TLS
+/// when the store is `rediss://`.
+fn sentinel(
+    config: &RedisConfig,
+    master: &str,
+    sentinels: &[RedisNode],
+    certs: Option<TlsCertificates>,
+) -> RedisResult<SentinelClient> {
+    let addrs = sentinels.iter().map(|n| addr(config.tls, n));
+    let mut builder = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
+        .set_client_to_redis_db(i64::from(config.db));
+    if let Some(user) = &config.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &config.password {
+        builder = builder.set_client_to_redis_password(password.expose());
+    }
+    if config.tls {
+        builder = builder
+            .set_client_to_redis_tls_mode(TlsMode::Secure)
+            .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+    }
+    if let Some(certs) = certs {
+        builder = builder
+            .set_client_to_redis_certificates(certs.clone())
+            .set_client_to_sentinel_certificates(certs);
+    }
+    builder.build()
+}
+
+/// A client for the cluster that `nodes` belong to (any of them answers with the slots).
+fn cluster(
+    config: &RedisConfig,
+    nodes: &[RedisNode],
+    certs: Option<TlsCertificates>,
+    connect: Duration,
+) -> RedisResult<ClusterClient> {
+    let infos = nodes
+        .iter()
+        .map(|n| info(config, n))
+        .collect::<RedisResult<Vec<_>>>()?;
+    let mut builder = ClusterClientBuilder::new(infos).connection_timeout(connect);
+    if let Some(user) = &config.username {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &config.password {
+        builder = builder.password(password.expose());
+    }
+    if config.tls {
+        builder = builder.tls(TlsMode::Secure);
+    }
+    if let Some(certs) = certs {
+        builder = builder.certs(certs);
+    }
+    builder.build()
 }
 
 fn addr(tls: bool, node: &RedisNode) -> ConnectionAddr {

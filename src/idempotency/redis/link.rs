@@ -94,8 +94,12 @@ impl Link {
         self.inner.config.timeout
     }
 
-    /// Starts connecting, unless a connection is there or on its way.
+    /// Starts connecting, unless a connection is there or on its way (or there is no Tokio
+    /// runtime to connect on: the first operation connects then).
     pub(super) fn warm(&self) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
         let mut state = self.inner.lock();
         if matches!(state.slot, Slot::Idle) {
             state.slot = Slot::Connecting(self.inner.clone().spawn_connect());

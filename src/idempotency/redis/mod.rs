@@ -87,56 +87,64 @@ impl RedisStore {
         let k = redis_key(key);
         let token = fastrand::u64(..);
         let marker = codec::marker(fp, token);
-        let cap = self.max_record_bytes + VALUE_SLACK;
         for _ in 0..CLAIM_ROUNDS {
-            let round = self
-                .run(deadline, |mut conn| {
-                    let (k, marker) = (&k, &marker);
-                    async move {
-                        let set: Option<String> = redis::cmd("SET")
-                            .arg(k)
-                            .arg(marker)
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(self.ttl_ms)
-                            .query_async(&mut conn)
-                            .await?;
-                        if set.is_some() {
-                            return Ok(Round::Won);
-                        }
-                        let value: Vec<u8> = redis::cmd("GETRANGE")
-                            .arg(k)
-                            .arg(0)
-                            .arg(cap)
-                            .query_async(&mut conn)
-                            .await?;
-                        Ok(Round::Held(value))
-                    }
-                })
-                .await?;
-            let value = match round {
+            match self.claim_round(deadline, &k, &marker).await? {
                 Round::Won => return Ok(Found::Fresh(token)),
                 // Expired or released between the two commands: try to claim again.
                 Round::Held(value) if value.is_empty() => continue,
-                Round::Held(value) => value,
-            };
-            // Our own marker: the SET went through but its reply was lost, and the command
-            // was sent again on a new connection.
-            if value == marker {
-                return Ok(Found::Fresh(token));
+                // Our own marker: the SET went through but its reply was lost, and the
+                // command was sent again on a new connection.
+                Round::Held(value) if value == marker => return Ok(Found::Fresh(token)),
+                Round::Held(value) => return self.found(value, fp),
             }
-            if value.len() > cap {
-                return Err(self.error(RedisError::Corrupt("larger than max_record_bytes")));
-            }
-            let stored =
-                codec::decode(&value.into(), fp).map_err(|e| self.error(RedisError::Corrupt(e)))?;
-            return Ok(match stored {
-                Stored::InFlight(theirs) if theirs == fp => Found::InFlight,
-                Stored::Done(_, Some(record)) => Found::Done(record),
-                Stored::InFlight(_) | Stored::Done(_, None) => Found::Mismatch,
-            });
         }
         Err(self.error(RedisError::Contended))
+    }
+
+    /// `SET NX`, and when the key is taken, its value (at most `max_record_bytes` and the
+    /// slack, plus one byte to tell a longer one).
+    async fn claim_round(
+        &self,
+        deadline: Instant,
+        k: &str,
+        marker: &[u8],
+    ) -> Result<Round, StoreError> {
+        let cap = self.max_record_bytes + VALUE_SLACK;
+        self.run(deadline, |mut conn| async move {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(k)
+                .arg(marker)
+                .arg("NX")
+                .arg("PX")
+                .arg(self.ttl_ms)
+                .query_async(&mut conn)
+                .await?;
+            if set.is_some() {
+                return Ok(Round::Won);
+            }
+            let value: Vec<u8> = redis::cmd("GETRANGE")
+                .arg(k)
+                .arg(0)
+                .arg(cap)
+                .query_async(&mut conn)
+                .await?;
+            Ok(Round::Held(value))
+        })
+        .await
+    }
+
+    /// What another call's value under the key means for a request with fingerprint `fp`.
+    fn found(&self, value: Vec<u8>, fp: Fingerprint) -> Result<Found, StoreError> {
+        if value.len() > self.max_record_bytes + VALUE_SLACK {
+            return Err(self.error(RedisError::Corrupt("larger than max_record_bytes")));
+        }
+        let stored =
+            codec::decode(&value.into(), fp).map_err(|e| self.error(RedisError::Corrupt(e)))?;
+        Ok(match stored {
+            Stored::InFlight(theirs) if theirs == fp => Found::InFlight,
+            Stored::Done(_, Some(record)) => Found::Done(record),
+            Stored::InFlight(_) | Stored::Done(_, None) => Found::Mismatch,
+        })
     }
 
     pub(super) async fn complete(

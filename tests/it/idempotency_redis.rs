@@ -197,14 +197,15 @@ async fn sentinel_failover_keeps_the_keys() {
     let Some(mut servers) = Servers::new("sentinel") else {
         return;
     };
-    let master = servers.start("master", None, &[]).await;
+    // The master and its replica want a password; the sentinel does not.
+    let auth = ["--requirepass", "pw", "--masterauth", "pw"];
+    let master = servers.start("master", None, &auth).await;
+    let replica_of = ["--replicaof", "127.0.0.1", &master.to_string()];
     let replica = servers
-        .start(
-            "replica",
-            None,
-            &["--replicaof", "127.0.0.1", &master.to_string()],
-        )
+        .start("replica", None, &[&auth[..], &replica_of].concat())
         .await;
+    servers.login(master, "default", "pw");
+    servers.login(replica, "default", "pw");
     servers
         .cli_until(replica, &["INFO", "replication"], LIMIT, |o| {
             o.contains("master_link_status:up")
@@ -212,6 +213,7 @@ async fn sentinel_failover_keeps_the_keys() {
         .await;
     let conf = format!(
         "sentinel monitor mymaster 127.0.0.1 {master} 1\n\
+         sentinel auth-pass mymaster pw\n\
          sentinel down-after-milliseconds mymaster 1000\n\
          sentinel failover-timeout mymaster 10000\n"
     );
@@ -229,6 +231,7 @@ async fn sentinel_failover_keeps_the_keys() {
         .await;
 
     let mut redis = RedisConfig::single("127.0.0.1", 0, 0);
+    redis.password = RedisPassword::from_text("pw");
     redis.topology = RedisTopology::Sentinel {
         master: "mymaster".into(),
         sentinels: vec![node(sentinel)],

@@ -5,6 +5,7 @@
 //! Without `redis-server` on the PATH, [`Servers::new`] gives `None` (the test passes with a
 //! note) unless `STRATA_REQUIRE_REDIS` is set, as CI does.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -30,8 +31,8 @@ pub struct Servers {
     pub dir: PathBuf,
     /// Servers started from now on listen with TLS only.
     pub tls: Option<TlsFiles>,
-    /// `redis-cli` logs in with these (user, password).
-    pub login: Option<(String, String)>,
+    /// What `redis-cli` logs in with (user, password), by port.
+    logins: HashMap<u16, (String, String)>,
 }
 
 impl Servers {
@@ -49,7 +50,7 @@ impl Servers {
             children: Children::default(),
             dir,
             tls: None,
-            login: None,
+            logins: HashMap::new(),
         })
     }
 
@@ -137,6 +138,12 @@ impl Servers {
         false
     }
 
+    /// `redis-cli` logs in to `port` as `user` from now on.
+    pub fn login(&mut self, port: u16, user: &str, password: &str) {
+        self.logins
+            .insert(port, (user.to_owned(), password.to_owned()));
+    }
+
     /// `redis-cli` against `port` (TLS and login as set): its output, errors included.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
         let mut cmd = Command::new("redis-cli");
@@ -144,7 +151,7 @@ impl Servers {
         if let Some(tls) = &self.tls {
             cmd.arg("--tls").arg("--cacert").arg(&tls.ca);
         }
-        if let Some((user, password)) = &self.login {
+        if let Some((user, password)) = self.logins.get(&port) {
             cmd.args(["--user", user, "--pass", password, "--no-auth-warning"]);
         }
         let out = cmd.args(args).stdin(Stdio::null()).output().unwrap();

@@ -239,8 +239,10 @@ impl RedisError {
 fn classify(error: redis::RedisError) -> Failure {
     use redis::ErrorKind;
     let code = error.code().unwrap_or_default();
-    let auth = error.kind() == ErrorKind::AuthenticationFailed
-        || matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM");
+    // NOPERM (an ACL that does not allow a command or key) is not among these: a new
+    // connection would be refused the same, so it stays a server error.
+    let auth =
+        error.kind() == ErrorKind::AuthenticationFailed || matches!(code, "WRONGPASS" | "NOAUTH");
     let not_master = matches!(code, "READONLY" | "MASTERDOWN");
     let broken = error.is_io_error()
         || error.is_connection_dropped()
@@ -259,4 +261,40 @@ fn classify(error: redis::RedisError) -> Failure {
         (RedisError::Server(text), false)
     };
     Failure { error, dead }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, ServerErrorKind};
+
+    fn sorted(error: redis::RedisError) -> (String, bool) {
+        let Failure { error, dead } = classify(error);
+        (error.to_string(), dead)
+    }
+
+    #[test]
+    fn errors_that_end_a_connection() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let (text, dead) = sorted(reset.into());
+        assert!(text.starts_with("connection broke"), "{text}");
+        assert!(dead);
+        let demoted = (ErrorKind::Server(ServerErrorKind::ReadOnly), "demoted");
+        assert!(
+            sorted(demoted.into()).1,
+            "READONLY: a failover demoted the master"
+        );
+        let (text, dead) = sorted((ErrorKind::AuthenticationFailed, "WRONGPASS").into());
+        assert!(text.starts_with("authentication refused"), "{text}");
+        assert!(dead);
+    }
+
+    #[test]
+    fn errors_that_keep_it() {
+        for kind in [ServerErrorKind::ResponseError, ServerErrorKind::NoPerm] {
+            let (text, dead) = sorted((ErrorKind::Server(kind), "refused").into());
+            assert!(text.starts_with("server error"), "{text}");
+            assert!(!dead, "{kind:?}");
+        }
+    }
 }

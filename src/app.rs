@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::admin::{AdminState, Health, serve_admin_with};
 use crate::capture::Capture;
-use crate::config::{Config, ConfigErrors};
+use crate::config::{Config, ConfigErrors, IdempotencyConfig};
 use crate::listen::accept::{ServerSettings, serve};
 use crate::listen::tls::{self, AgentTls, TlsError};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
@@ -245,6 +245,13 @@ impl Running {
                 "listen, admin, workers, metrics and capture settings change only on restart"
             );
         }
+        // The idempotency store is carried over with its records and its Redis connection.
+        if store_settings(&old) != store_settings(config) {
+            tracing::warn!(
+                "idempotency.store, ttl, max_entries, max_bytes, max_record_bytes and \
+                 idempotency.redis (a new password included) change only on restart"
+            );
+        }
         // The listener's settings are fixed when it starts (hyper's builder, the connection cap).
         if server_settings(&old) != server_settings(config) {
             tracing::warn!(
@@ -334,6 +341,15 @@ impl Running {
                 Ok(Ok(())) => {}
             }
         }
+    }
+}
+
+/// What the idempotency store is built from: everything in `idempotency` but
+/// `upstream_honours_keys` (a policy setting, applied on reload).
+fn store_settings(config: &Config) -> IdempotencyConfig {
+    IdempotencyConfig {
+        upstream_honours_keys: false,
+        ..config.policy.idempotency.clone()
     }
 }
 

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, ConfigErrors, LogFormat, OtelEnv, Overrides};
+use crate::config::{Config, ConfigErrors, LogFormat, OtelEnv, Overrides, StoreKind};
 
 /// Exit status for an invalid config, from `check-config` and from a run that cannot start.
 /// Distinct from 1 (a runtime failure) so scripts can tell "fix your file" apart.
@@ -176,6 +176,12 @@ fn certificate_files(config: &Config) -> anyhow::Result<()> {
     crate::listen::tls::acceptor(config.tls.as_ref())?;
     if let Some(ca_file) = &config.upstream_tls.ca_file {
         crate::proxy::pooled_client::read_certs(ca_file)?;
+    }
+    if let StoreKind::Redis(redis) = &config.policy.idempotency.store
+        && let Some(ca_file) = &redis.ca_file
+    {
+        crate::proxy::pooled_client::read_certs(ca_file)
+            .map_err(|e| anyhow::anyhow!("idempotency.redis.ca_file: {e}"))?;
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ mod locate;
 mod origins;
 mod policy;
 mod raw;
+mod redis;
 mod sections;
 mod telemetry;
 mod units;
@@ -35,6 +36,7 @@ pub use origins::Origins;
 pub use policy::{
     Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
 };
+pub use redis::{REDIS_TIMEOUT_RANGE, RedisConfig, RedisNode, RedisPassword, RedisTopology};
 pub use sections::{
     DEFAULT_ADMIN, DEFAULT_LISTEN, HostHeader, Limits, ListenTls, LogConfig, MAX_CONNECTIONS_RANGE,
     MAX_H2_STREAMS_RANGE, MAX_HEADER_BYTES_RANGE, MAX_HEADERS_RANGE, MAX_METHODS_RANGE,

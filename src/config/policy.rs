@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::redis::RedisConfig;
+
 /// A transport-layer failure a call may be re-sent after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RetryOn {
@@ -61,12 +63,8 @@ pub struct ToolRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreKind {
     Memory,
-    /// `redis://host:port/db`: shared by every replica.
-    Redis {
-        host: String,
-        port: u16,
-        db: u32,
-    },
+    /// `redis://…` or `rediss://…`: shared by every replica.
+    Redis(RedisConfig),
 }
 
 /// `Idempotency-Key` handling.

@@ -161,6 +161,24 @@ pub(super) struct RawIdempotency {
     pub(super) max_bytes: Text,
     pub(super) max_record_bytes: Text,
     pub(super) upstream_honours_keys: Option<bool>,
+    pub(super) redis: Option<Spanned<RawRedis>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRedis {
+    pub(super) password_file: Text,
+    pub(super) ca_file: Text,
+    pub(super) sentinel: Option<Spanned<RawSentinel>>,
+    pub(super) cluster: Option<Vec<Spanned<String>>>,
+    pub(super) timeout: Text,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSentinel {
+    pub(super) master: Text,
+    pub(super) addresses: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

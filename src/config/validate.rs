@@ -24,6 +24,7 @@ mod capture;
 mod inspector;
 mod limits;
 mod policy;
+mod redis;
 mod telemetry;
 mod tls;
 

@@ -33,21 +33,19 @@ mod memory;
 mod record;
 mod redis;
 mod replace;
-mod resp;
 mod store;
 
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use fingerprint::{Fingerprint, Fingerprinted, fingerprint};
 pub use memory::Usage;
 pub use record::{Record, Recording, keeps_header, recordable_status};
-pub use redis::{KEY_PREFIX, POOL_SIZE, RedisTimeouts};
+pub use redis::KEY_PREFIX;
 pub use replace::{replace_id, replace_ids};
 pub use store::{Claim, Completion, Store, Ticket};
 
@@ -74,21 +72,20 @@ pub enum StoreError {
     },
 }
 
-/// What went wrong talking to Redis.
-#[derive(Debug, thiserror::Error)]
+/// What went wrong talking to Redis. Messages carry no credentials.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum RedisError {
     #[error("cannot connect: {0}")]
-    Connect(#[source] io::Error),
+    Connect(String),
+    /// A wrong password or user: the connection was refused until the settings change.
+    #[error("authentication refused: {0}")]
+    Auth(String),
     #[error("no connection within {0:?}")]
     ConnectTimeout(Duration),
     #[error("no reply within {0:?}")]
     Timeout(Duration),
     #[error("connection broke: {0}")]
-    Io(#[source] io::Error),
-    #[error("connection closed by the server")]
-    Closed,
-    #[error("protocol error: {0}")]
-    Protocol(&'static str),
+    Broken(String),
     #[error("server error: {0}")]
     Server(String),
     #[error("the value under the key is not a strata record: {0}")]

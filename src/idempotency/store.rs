@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::fingerprint::Fingerprint;
 use super::memory::{MemoryStore, Usage};
 use super::record::Record;
-use super::redis::{RedisStore, RedisTimeouts};
+use super::redis::RedisStore;
 use super::{Key, StoreError};
 use crate::config::{IdempotencyConfig, StoreKind};
 
@@ -71,12 +71,9 @@ pub struct Ticket {
 // === impl Store ===
 
 impl Store {
-    /// The store the config names. No I/O: a Redis store connects on first use.
+    /// The store the config names. No I/O: a Redis store connects on first use, or when
+    /// [`Store::warm`] is called.
     pub fn new(config: &IdempotencyConfig) -> Store {
-        Store::with_redis_timeouts(config, RedisTimeouts::default())
-    }
-
-    pub fn with_redis_timeouts(config: &IdempotencyConfig, timeouts: RedisTimeouts) -> Store {
         let backend = match &config.store {
             StoreKind::Memory => Backend::Memory(MemoryStore::new(
                 config.ttl,
@@ -84,18 +81,22 @@ impl Store {
                 config.max_bytes,
                 config.max_record_bytes,
             )),
-            StoreKind::Redis { host, port, db } => Backend::Redis(RedisStore::new(
-                host,
-                *port,
-                *db,
-                config.ttl,
-                config.max_record_bytes,
-                timeouts,
-            )),
+            StoreKind::Redis(redis) => {
+                Backend::Redis(RedisStore::new(redis, config.ttl, config.max_record_bytes))
+            }
         };
         Store {
             backend: Arc::new(backend),
             max_record_bytes: config.max_record_bytes,
+        }
+    }
+
+    /// Starts connecting a Redis store in the background (within a Tokio runtime), so that a
+    /// wrong password or an unreachable server is logged when strata starts rather than at
+    /// the first keyed call. The memory store has nothing to do.
+    pub fn warm(&self) {
+        if let Backend::Redis(r) = &*self.backend {
+            r.warm();
         }
     }
 

@@ -211,7 +211,11 @@ impl Proxy {
             resume: ResumeRegistry::new(config.timeouts.resume_window),
             clients: Arc::default(),
             annotations: Arc::default(),
-            idempotency: IdempotencyStore::new(&config.policy.idempotency),
+            idempotency: {
+                let store = IdempotencyStore::new(&config.policy.idempotency);
+                store.warm();
+                store
+            },
             recent: Arc::default(),
             telemetry,
             inspector: Inspector::new(&config.inspector),

@@ -12,7 +12,8 @@ use std::time::Duration;
 use strata::cli::{EXIT_CONFIG_INVALID, check_config};
 use strata::config::{
     Config, ConfigErrors, HostHeader, LogFormat, OtelEnv, OtlpProtocol, Overrides, Position,
-    Propagate, SamplerConfig, Scheme, SpanBatching, TelemetryConfig, TlsRoots, Upstream,
+    Propagate, RedisConfig, RedisNode, RedisTopology, SamplerConfig, Scheme, SpanBatching,
+    StoreKind, TelemetryConfig, TlsRoots, Upstream,
 };
 
 const MINIMAL: &str = "upstream: http://127.0.0.1:8000\n";
@@ -1123,4 +1124,160 @@ fn example_telemetry_section_lists_the_defaults() {
     let with_endpoint = text.replace(line, "    endpoint: http://127.0.0.1:4318\n");
     let minimal = format!("{MINIMAL}telemetry: {{otlp: {{endpoint: 'http://127.0.0.1:4318'}}}}\n");
     assert_eq!(exporting(&with_endpoint, &[]), exporting(&minimal, &[]));
+}
+
+#[test]
+fn redis_store_settings() {
+    let dir = scratch_dir("redis_store_settings");
+    std::fs::write(dir.join("password"), "hunter2\n").unwrap();
+    std::fs::write(dir.join("ca.pem"), "roots").unwrap();
+    let path = dir.join("s.yaml");
+    std::fs::write(
+        &path,
+        "upstream: http://h:1
+idempotency:
+  store: rediss://strata@redis.example:6380/0
+  redis:
+    password_file: password
+    ca_file: ca.pem
+    sentinel: { master: mymaster, addresses: ['10.0.0.1:26379', '10.0.0.2:26379'] }
+    timeout: 50ms
+",
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    let StoreKind::Redis(redis) = &config.policy.idempotency.store else {
+        panic!("not a Redis store: {config:?}");
+    };
+    let node = |host: &str, port| RedisNode {
+        host: host.into(),
+        port,
+    };
+    assert_eq!(
+        redis.topology,
+        RedisTopology::Sentinel {
+            master: "mymaster".into(),
+            sentinels: vec![node("10.0.0.1", 26379), node("10.0.0.2", 26379)],
+        }
+    );
+    assert!(redis.tls);
+    assert_eq!(redis.username.as_deref(), Some("strata"));
+    assert_eq!(redis.password.as_ref().map(|p| p.expose()), Some("hunter2"));
+    assert_eq!(redis.ca_file, Some(dir.join("ca.pem")));
+    assert_eq!(redis.timeout, Duration::from_millis(50));
+    assert!(
+        !format!("{config:?}").contains("hunter2"),
+        "Debug shows the password"
+    );
+
+    let cluster = "idempotency:\n  store: redis://:pw@10.0.0.1:7000\n  redis: {cluster: ['10.0.0.2:7000', '[::1]:7001']}\n";
+    let config = parse(&format!("{MINIMAL}{cluster}")).unwrap();
+    let StoreKind::Redis(redis) = &config.policy.idempotency.store else {
+        panic!("not a Redis store");
+    };
+    assert_eq!(
+        redis.topology,
+        RedisTopology::Cluster(vec![
+            node("10.0.0.1", 7000),
+            node("10.0.0.2", 7000),
+            node("::1", 7001)
+        ])
+    );
+    assert_eq!(redis.password.as_ref().map(|p| p.expose()), Some("pw"));
+    assert_eq!(redis.username, None);
+
+    let plain = parse(&format!("{MINIMAL}idempotency: {{store: redis://cache}}\n")).unwrap();
+    assert_eq!(
+        plain.policy.idempotency.store,
+        StoreKind::Redis(RedisConfig::single("cache", 6379, 0))
+    );
+    assert_eq!(RedisConfig::DEFAULT_TIMEOUT, Duration::from_millis(500));
+}
+
+#[test]
+fn redis_store_errors_name_the_key_and_never_the_password() {
+    let cases = [
+        (
+            "store: redis://u:hunter2@h:x/0",
+            "t.yaml:3:10: idempotency.store: bad host or port; expected `memory` or \
+             redis[s]://[user:password@]host:port/db, got \"redis://u:***@h:x/0\"",
+        ),
+        (
+            "store: memory\n  redis: {timeout: 1s}",
+            "t.yaml:4:10: idempotency.redis: only with a redis:// or rediss:// idempotency.store",
+        ),
+        (
+            "store: redis://h\n  redis: {ca_file: Cargo.toml}",
+            "t.yaml:4:20: idempotency.redis.ca_file: only with a rediss:// store (TLS)",
+        ),
+        (
+            "store: redis://h\n  redis: {timeout: 0ms}",
+            "t.yaml:4:20: idempotency.redis.timeout: must be between 1ms and 60s, got \"0ms\"",
+        ),
+        (
+            "store: redis://h/1\n  redis: {cluster: ['h2:7000']}",
+            "t.yaml:3:10: idempotency.store: a Redis Cluster has only database 0, got /1",
+        ),
+        (
+            "store: redis://h\n  redis: {cluster: ['h2'], sentinel: {master: m, addresses: ['s:1']}}",
+            "t.yaml:4:38: idempotency.redis: give `sentinel` or `cluster`, not both",
+        ),
+        (
+            "store: redis://h\n  redis: {sentinel: {addresses: ['s:1']}}",
+            "t.yaml:4:21: idempotency.redis.sentinel.master: the master's name is required",
+        ),
+        (
+            "store: redis://h\n  redis: {sentinel: {master: m, addresses: ['s']}}",
+            "t.yaml:4:45: idempotency.redis.sentinel.addresses[0]: expected host:port, got \"s\"",
+        ),
+        (
+            "store: redis://:hunter2@h\n  redis: {password_file: Cargo.toml}",
+            "t.yaml:4:26: idempotency.redis.password_file: the store URL has a password too; \
+             give it in one place",
+        ),
+    ];
+    // `password_file` and `ca_file` are relative to the config file's directory, here the
+    // working directory: the package's, which has a `Cargo.toml`.
+    for (idempotency, want) in cases {
+        let got = errors(&format!("{MINIMAL}idempotency:\n  {idempotency}\n"));
+        assert_eq!(got, [want], "{idempotency}");
+        assert!(!got.concat().contains("hunter2"), "{got:?}");
+    }
+}
+
+/// `check-config` says `ok` and nothing more for a file with a Redis password, and reads the
+/// Redis CA file as a start would.
+#[test]
+fn check_config_never_shows_the_redis_password() {
+    let dir = scratch_dir("check_config_redis");
+    let run = |path: &Path| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = check_config(path, &mut out, &mut err);
+        (
+            code,
+            String::from_utf8(out).unwrap() + &String::from_utf8(err).unwrap(),
+        )
+    };
+    let good = dir.join("good.yaml");
+    std::fs::write(
+        &good,
+        "upstream: http://h:1\nidempotency: {store: 'redis://strata:hunter2@cache:6379/0'}\n",
+    )
+    .unwrap();
+    let (code, text) = run(&good);
+    assert_eq!(code, ExitCode::SUCCESS);
+    assert_eq!(text, format!("{}: ok\n", good.display()));
+
+    std::fs::write(dir.join("ca.pem"), "no certificate here\n").unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "upstream: http://h:1\nidempotency:\n  store: 'rediss://strata:hunter2@cache:6379/0'\n  \
+         redis: {ca_file: ca.pem}\n",
+    )
+    .unwrap();
+    let (code, text) = run(&bad);
+    assert_eq!(code, ExitCode::from(EXIT_CONFIG_INVALID));
+    assert!(text.contains("idempotency.redis.ca_file"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
 }

@@ -10,18 +10,18 @@ use std::time::Duration;
 
 use serde_json::json;
 use strata::app::{Running, start};
-use strata::config::{Config, IdempotencyConfig, StoreKind, Upstream};
+use strata::config::{Config, IdempotencyConfig, RedisConfig, StoreKind, Upstream};
 use strata::testbed::{Testbed, TestbedHandle};
 use support::post::{Agent, series};
 use support::redis::Redis;
 
-struct Bed {
-    testbed: Arc<Testbed>,
+pub(crate) struct Bed {
+    pub(crate) testbed: Arc<Testbed>,
     _handle: TestbedHandle,
     upstream: Upstream,
 }
 
-async fn testbed() -> Bed {
+pub(crate) async fn testbed() -> Bed {
     let (addr, testbed, handle) = Testbed::spawn_local().await.unwrap();
     Bed {
         testbed,
@@ -30,7 +30,7 @@ async fn testbed() -> Bed {
     }
 }
 
-async fn strata(bed: &Bed, idempotency: IdempotencyConfig) -> Running {
+pub(crate) async fn strata(bed: &Bed, idempotency: IdempotencyConfig) -> Running {
     let mut config = Config::default_with_upstream(bed.upstream.clone());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.admin = "127.0.0.1:0".parse().unwrap();
@@ -195,11 +195,7 @@ async fn failures_are_not_recorded() {
 
 fn redis_config(redis: &Redis, ttl: Duration) -> IdempotencyConfig {
     IdempotencyConfig {
-        store: StoreKind::Redis {
-            host: "127.0.0.1".into(),
-            port: redis.port,
-            db: 0,
-        },
+        store: StoreKind::Redis(RedisConfig::single("127.0.0.1", redis.port, 0)),
         ttl,
         ..IdempotencyConfig::default()
     }

@@ -12,6 +12,8 @@
 
 #[path = "../oracle/mod.rs"]
 mod oracle;
+#[path = "../tls/pki.rs"]
+mod pki;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -27,6 +29,7 @@ mod faults;
 mod faults_agent;
 mod faults_conns;
 mod idempotency;
+mod idempotency_redis;
 mod idempotency_store;
 mod inspector;
 mod inspector_page;

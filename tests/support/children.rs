@@ -55,6 +55,11 @@ impl Children {
         self.wait(name, deadline);
     }
 
+    /// Whether `name` has exited (e.g. a server that could not bind its port).
+    pub fn exited(&mut self, name: &str) -> bool {
+        !matches!(self.child(name).try_wait(), Ok(None))
+    }
+
     /// Panics if a long-running child (testbed, proxy) has exited.
     pub fn assert_running(&mut self, name: &str) {
         if let Some((_, child)) = self.0.iter_mut().find(|(n, _)| n == name)

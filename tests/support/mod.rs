@@ -12,6 +12,7 @@ pub mod otlp;
 pub mod post;
 pub mod raw;
 pub mod redis;
+pub mod redis_servers;
 pub mod upstream;
 
 use std::collections::BTreeMap;

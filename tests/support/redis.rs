@@ -7,7 +7,7 @@ use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use strata::config::{IdempotencyConfig, StoreKind};
+use strata::config::{IdempotencyConfig, RedisConfig, StoreKind};
 use strata::idempotency::Store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -22,17 +22,8 @@ pub struct Redis {
 impl Redis {
     /// Starts one, or `None` (with a note) when `redis-server` is not installed.
     pub async fn start() -> Option<Redis> {
-        match Command::new("redis-server").arg("--version").output() {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                assert!(
-                    std::env::var_os("STRATA_REQUIRE_REDIS").is_none(),
-                    "STRATA_REQUIRE_REDIS is set but redis-server is not installed"
-                );
-                eprintln!("note: redis-server not installed; skipping this Redis store test");
-                return None;
-            }
-            Err(e) => panic!("redis-server --version: {e}"),
+        if !redis_server_installed() {
+            return None;
         }
         // Redis cannot pick its own port: take a free one and hand it over. Another process
         // may grab it in between, so a few tries.
@@ -72,11 +63,7 @@ impl Redis {
 
     pub fn config(&self, db: u32, ttl: Duration) -> IdempotencyConfig {
         IdempotencyConfig {
-            store: StoreKind::Redis {
-                host: "127.0.0.1".into(),
-                port: self.port,
-                db,
-            },
+            store: StoreKind::Redis(RedisConfig::single("127.0.0.1", self.port, db)),
             ttl,
             ..IdempotencyConfig::default()
         }
@@ -91,6 +78,22 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Whether `redis-server` is on the PATH; with `STRATA_REQUIRE_REDIS` set, it must be.
+pub fn redis_server_installed() -> bool {
+    match Command::new("redis-server").arg("--version").output() {
+        Ok(_) => true,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            assert!(
+                std::env::var_os("STRATA_REQUIRE_REDIS").is_none(),
+                "STRATA_REQUIRE_REDIS is set but redis-server is not installed"
+            );
+            eprintln!("note: redis-server not installed; skipping this Redis store test");
+            false
+        }
+        Err(e) => panic!("redis-server --version: {e}"),
     }
 }
 

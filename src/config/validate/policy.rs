@@ -7,7 +7,7 @@ use serde_saphyr::Spanned;
 
 use super::super::error::{Position, quoted};
 use super::super::policy::{
-    Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, StoreKind, ToolRule,
+    Glob, IdempotencyConfig, PolicyConfig, RetryBudget, RetryConfig, RetryOn, ToolRule,
 };
 use super::super::raw::{RawBudget, RawIdempotency, RawRetry, RawToolRule};
 use super::super::units::{self, Zero};
@@ -199,7 +199,7 @@ impl Validator<'_> {
     fn idempotency(&mut self, raw: RawIdempotency) -> IdempotencyConfig {
         let d = IdempotencyConfig::default();
         IdempotencyConfig {
-            store: self.parse(raw.store, "idempotency.store", d.store, store_kind),
+            store: self.store(raw.store, raw.redis),
             ttl: self.duration(raw.ttl, "idempotency.ttl", d.ttl, Zero::Rejected),
             max_entries: self.parse(
                 raw.max_entries,
@@ -219,39 +219,4 @@ impl Validator<'_> {
             upstream_honours_keys: raw.upstream_honours_keys.unwrap_or(d.upstream_honours_keys),
         }
     }
-}
-
-/// `memory`, or `redis://host[:port][/db]`.
-fn store_kind(text: &str) -> Result<StoreKind, String> {
-    let text = text.trim();
-    if text == "memory" {
-        return Ok(StoreKind::Memory);
-    }
-    let hint = || {
-        format!(
-            "expected `memory` or redis://host:port/db, got {}",
-            quoted(text)
-        )
-    };
-    let rest = text.strip_prefix("redis://").ok_or_else(hint)?;
-    let (authority, db) = match rest.split_once('/') {
-        Some((a, "")) => (a, 0),
-        Some((a, db)) => (a, db.parse::<u32>().map_err(|_| hint())?),
-        None => (rest, 0),
-    };
-    if authority.contains('@') {
-        return Err("redis URLs with credentials are not supported yet".to_owned());
-    }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| hint())?),
-        None => (authority, 6379),
-    };
-    if host.is_empty() {
-        return Err(hint());
-    }
-    Ok(StoreKind::Redis {
-        host: host.to_owned(),
-        port,
-        db,
-    })
 }

@@ -5,10 +5,9 @@
 //! A call's registration is on every call's path, so it costs no allocation and no shared
 //! lock: the registry is split in shards, each a slab under its own lock, and a thread
 //! registers in the shard it was given (workers: one each), so two workers never wait on
-//! each other or move each other's cache lines. A call keeps its request's texts as they were
-//! captured (fixed-size, copied into the slab's reused slot) and becomes text only when read.
+//! each other or move each other's cache lines. A call keeps its request's names in a buffer of
+//! its own, inline for the usual short names, in the slab's reused slot.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,8 +17,12 @@ use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use crate::classify::Kind;
+use crate::classify::capture::{Captured, MAX_NAME_BYTES};
 use crate::classify::envelope::Request;
 use crate::observe::call_record::{SessionHash, id_text};
+
+/// Bytes of a call's names kept inline (longer ones go to the heap).
+const INLINE_TEXTS: usize = 96;
 
 /// Shards of the registry: more than the workers a machine runs, so each worker has its own.
 const SHARDS: usize = 16;
@@ -38,8 +41,13 @@ struct Shard(Mutex<Slab<InflightCall>>);
 /// A call in flight, as `/calls/inflight` shows it.
 #[derive(Clone, Debug)]
 pub struct InflightCall {
-    /// The request's captured names (its trace context left out).
-    request: Request,
+    /// The method, tool, JSON-RPC id (as the log writes it) and client the request names, one
+    /// after the other: inline for the usual short names, so a registration allocates nothing.
+    texts: SmallVec<[u8; INLINE_TEXTS]>,
+    /// Where each of the four ends in `texts`.
+    ends: [usize; 4],
+    /// Which of the tool and the client the request names.
+    named: [bool; 2],
     /// The session's client, when the request names none.
     client: Option<Arc<str>>,
     /// The raw `Mcp-Session-Id` (the call's own, shared): hashed only when shown
@@ -139,16 +147,22 @@ impl InflightCall {
         started: Instant,
         state: InflightState,
     ) -> InflightCall {
+        let mut texts = SmallVec::new();
+        let mut ends = [0; 4];
+        let parts = [
+            request.method.text_lossy(),
+            if_named(&request.tool),
+            id_text(request),
+            if_named(&request.client),
+        ];
+        for (part, end) in parts.iter().zip(&mut ends) {
+            texts.extend_from_slice(part.as_bytes());
+            *end = texts.len();
+        }
         InflightCall {
-            request: Request {
-                id: request.id.clone(),
-                method: request.method.clone(),
-                tool: request.tool.clone(),
-                tasks: request.tasks,
-                client: request.client.clone(),
-                protocol_version: request.protocol_version.clone(),
-                context: None,
-            },
+            texts,
+            ends,
+            named: [named(&request.tool), named(&request.client)],
             client: client.cloned(),
             session: session.cloned(),
             started,
@@ -156,31 +170,50 @@ impl InflightCall {
         }
     }
 
-    pub fn method(&self) -> Cow<'_, str> {
-        self.request.method.text_lossy()
+    /// The `i`th of the method, tool, id and client.
+    fn text(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
+        let bytes = self.texts.get(start..self.ends[i]).unwrap_or_default();
+        // Written from `str`s: always UTF-8.
+        std::str::from_utf8(bytes).unwrap_or_default()
     }
 
-    pub fn tool(&self) -> Option<Cow<'_, str>> {
-        let tool = &self.request.tool;
-        (tool.kind == Kind::String).then(|| tool.text_lossy())
+    pub fn method(&self) -> &str {
+        self.text(0)
+    }
+
+    pub fn tool(&self) -> Option<&str> {
+        self.named[0].then(|| self.text(1))
     }
 
     /// As the log writes it: `7`, or `"abc"` with its quotes.
-    pub fn jsonrpc_id(&self) -> Cow<'_, str> {
-        id_text(&self.request)
+    pub fn jsonrpc_id(&self) -> &str {
+        self.text(2)
     }
 
-    pub fn client(&self) -> Option<Cow<'_, str>> {
-        let named = &self.request.client;
-        if named.kind == Kind::String {
-            return Some(named.text_lossy());
+    pub fn client(&self) -> Option<&str> {
+        match self.named[1] {
+            true => Some(self.text(3)),
+            false => self.client.as_deref(),
         }
-        self.client.as_deref().map(Cow::Borrowed)
     }
 
     /// The session as the log shows it.
     pub fn session_hash(&self) -> Option<SessionHash> {
         self.session.as_deref().map(SessionHash::new)
+    }
+}
+
+/// Whether the request names this text (a string, not absent or of another kind).
+fn named(text: &Captured<MAX_NAME_BYTES>) -> bool {
+    text.kind == Kind::String
+}
+
+/// The text, or empty when the request does not name it.
+fn if_named(text: &Captured<MAX_NAME_BYTES>) -> std::borrow::Cow<'_, str> {
+    match named(text) {
+        true => text.text_lossy(),
+        false => Default::default(),
     }
 }
 

@@ -49,10 +49,18 @@ impl Children {
 
     /// SIGTERM to `name` (so it can finish what it writes), then waits for it to exit.
     pub fn terminate(&mut self, name: &str, deadline: Instant) {
-        let pid = self.child(name).id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success(), "cannot signal {name} ({pid})");
+        self.signal(name, "TERM");
         self.wait(name, deadline);
+    }
+
+    /// Sends `name` the signal named `signal` (`TERM`, `HUP`).
+    pub fn signal(&mut self, name: &str, signal: &str) {
+        let pid = self.child(name).id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "cannot signal {name} ({pid})");
     }
 
     /// Panics if a long-running child (testbed, proxy) has exited.

@@ -91,18 +91,27 @@ async fn watch_paths(mut watched: watch::Receiver<Vec<PathBuf>>, reloads: mpsc::
                 },
                 () = tokio::time::sleep(POLL), if !paths.is_empty() => {}
             }
-            match stamps(&paths).await {
-                Some(now) if now == seen => continue,
-                Some(now) => seen = settle(&paths, now).await,
-                None => return,
-            }
-            tracing::info!("a watched config file changed; reloading");
+            let Some(now) = stamps(&paths).await else {
+                return;
+            };
+            let Some(path) = first_changed(&paths, &seen, &now) else {
+                continue;
+            };
+            tracing::info!(path = %path.display(), "a watched config file changed; reloading");
+            seen = settle(&paths, now).await;
             // Full: a reload is already asked for, and it reads the files after this change.
             if let Err(mpsc::error::TrySendError::Closed(())) = reloads.try_send(()) {
                 return;
             }
         }
     }
+}
+
+/// The first of `paths` whose stamp differs between `before` and `after`.
+fn first_changed<'a>(paths: &'a [PathBuf], before: &[Stamp], after: &[Stamp]) -> Option<&'a Path> {
+    let differs = |(_, (a, b)): &(&PathBuf, (&Stamp, &Stamp))| a != b;
+    let found = paths.iter().zip(before.iter().zip(after)).find(differs);
+    found.map(|(path, _)| path.as_path())
 }
 
 /// The stamps of `paths` once they look the same twice [`SETTLE`] apart (at most

@@ -184,6 +184,7 @@ async fn a_file_renamed_over_the_config_reloads() {
 
 /// A ConfigMap volume: `config.yaml -> ..data/config.yaml`, `..data -> ..<version>`; an
 /// update writes a new version directory and renames a new `..data` link over the old one.
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_symlink_swap_reloads() {
     use std::os::unix::fs::symlink;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::admin::{AdminState, Health, serve_admin_with};
 use crate::capture::Capture;
 use crate::config::{Config, ConfigErrors, IdempotencyConfig};
+use crate::config_watch::ConfigWatch;
 use crate::listen::accept::{ServerSettings, serve};
 use crate::listen::tls::{self, AgentTls, TlsError};
 use crate::metrics::{Metrics, MetricsError, ReloadResult};
@@ -173,12 +174,14 @@ pub enum ReloadError {
 }
 
 /// Runs until `shutdown` resolves, then drains (bounded by `timeouts.drain`). Each message on
-/// `reloads` (SIGHUP, in `main`) reads the config again with `load` and swaps it in; a bad
-/// new config is refused with its errors logged, and the old one stays in force.
+/// `reloads` (SIGHUP, or `watch` seeing a file change, in `main`) reads the config again with
+/// `load` and swaps it in; a bad new config is refused with its errors logged, and the old one
+/// stays in force. `watch` follows the files each config read from the file names.
 pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = ()>,
     mut reloads: tokio::sync::mpsc::Receiver<()>,
+    watch: Option<&ConfigWatch>,
     load: impl Fn() -> Result<Config, ConfigErrors>,
 ) -> Result<(), StartError> {
     let running = start(config).await?;
@@ -186,16 +189,7 @@ pub async fn run(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(()) = reloads.recv() => match load() {
-                Ok(config) => match running.reload(&config) {
-                    Ok(()) => tracing::info!("config reloaded"),
-                    Err(err) => tracing::error!(error = %err, "config reload refused; the old config stays in force"),
-                },
-                Err(errors) => {
-                    running.reload_refused();
-                    tracing::error!(errors = %errors, "config reload refused; the old config stays in force");
-                }
-            },
+            Some(()) = reloads.recv() => running.reload_with(watch, &load),
         }
     }
     running.stop().await;
@@ -297,6 +291,33 @@ impl Running {
         };
         if let Some(old) = std::mem::replace(&mut *current, telemetry).filter(|_| !same) {
             tokio::spawn(async move { old.shutdown(REPLACED_TELEMETRY_GRACE).await });
+        }
+    }
+
+    /// One reload asked for by `run`: reads the config with `load`, has `watch` follow the
+    /// files it names, and swaps it in; or refuses it, logged and counted.
+    fn reload_with(
+        &self,
+        watch: Option<&ConfigWatch>,
+        load: &impl Fn() -> Result<Config, ConfigErrors>,
+    ) {
+        let config = match load() {
+            Ok(config) => config,
+            Err(errors) => {
+                self.reload_refused();
+                tracing::error!(errors = %errors, "config reload refused; the old config stays in force");
+                return;
+            }
+        };
+        // Followed even when the reload is refused: fixing a file it names asks for the next.
+        if let Some(watch) = watch {
+            watch.follow(&config);
+        }
+        match self.reload(&config) {
+            Ok(()) => tracing::info!("config reloaded"),
+            Err(err) => {
+                tracing::error!(error = %err, "config reload refused; the old config stays in force");
+            }
         }
     }
 

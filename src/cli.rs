@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! strata [--config FILE] [--listen ADDR] [--upstream URL] [--admin ADDR] [--log-format json|pretty]
-//!        [--capture FILE]
+//!        [--capture FILE] [--watch-config[=false]]
 //! strata check-config FILE
 //! strata classify [--json] [--fail-on LAYERS] FILE…
 //! strata demo
@@ -79,6 +79,17 @@ pub struct RunArgs {
     /// default off].
     #[arg(long, value_name = "FILE", env = "STRATA_CAPTURE")]
     pub capture: Option<PathBuf>,
+    /// Reload when the config file, or a certificate, key or token file it names, changes
+    /// on disk: --watch-config=false turns it off [config: watch_config; default true].
+    #[arg(
+        long,
+        value_name = "BOOL",
+        env = "STRATA_WATCH_CONFIG",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub watch_config: Option<bool>,
 }
 
 /// What to do instead of running the proxy.
@@ -132,6 +143,7 @@ impl RunArgs {
             log_format: self.log_format,
             otel_env: OtelEnv::from_process(),
             capture: self.capture.clone(),
+            watch_config: self.watch_config,
         }
     }
 
@@ -227,6 +239,24 @@ mod tests {
         assert_eq!(cli.run.overrides().capture, Some(PathBuf::from("c.har")));
         let none = Cli::try_parse_from(["strata"]).unwrap();
         assert_eq!(none.run.overrides().capture, None);
+    }
+
+    #[test]
+    fn watch_config_flag() {
+        let watch = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.run.watch_config);
+        assert_eq!(watch(&["strata"]).unwrap(), None);
+        assert_eq!(watch(&["strata", "--watch-config"]).unwrap(), Some(true));
+        assert_eq!(
+            watch(&["strata", "--watch-config=false"]).unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            watch(&["strata", "--watch-config=true"]).unwrap(),
+            Some(true)
+        );
+        assert!(watch(&["strata", "--watch-config=off"]).is_err());
+        let cli = Cli::try_parse_from(["strata", "--watch-config=false"]).unwrap();
+        assert_eq!(cli.run.overrides().watch_config, Some(false));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod capture;
 pub mod classify;
 pub mod cli;
 pub mod config;
+pub mod config_watch;
 #[cfg(feature = "testbed")]
 pub mod demo;
 pub mod http;

@@ -62,8 +62,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             let run = async {
-                let reloads = reload_signal();
-                strata::app::run(&config, shutdown_signal(), reloads, || {
+                // SIGHUP and the file watch ask on one channel: a burst of both is one reload.
+                let (ask, reloads) = tokio::sync::mpsc::channel(1);
+                reload_on_hangup(ask.clone());
+                let watch = (cli.run.config.clone())
+                    .map(|file| strata::config_watch::ConfigWatch::spawn(file, &config, ask));
+                strata::app::run(&config, shutdown_signal(), reloads, watch.as_ref(), || {
                     cli.run.load_config()
                 })
                 .await
@@ -79,24 +83,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// SIGHUP asks for a config reload (a channel, so a burst of signals coalesces). The handler
-/// is installed here, synchronously: SIGHUP's default action would kill the process.
-fn reload_signal() -> tokio::sync::mpsc::Receiver<()> {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
+/// SIGHUP asks for a config reload on `ask` (full: one is already asked for). The handler is
+/// installed here, synchronously: SIGHUP's default action would kill the process.
+fn reload_on_hangup(ask: tokio::sync::mpsc::Sender<()>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         if let Ok(mut hup) = signal(SignalKind::hangup()) {
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    let _ = tx.try_send(());
+                    let _ = ask.try_send(());
                 }
             });
         }
     }
     #[cfg(not(unix))]
-    drop(tx);
-    rx
+    drop(ask);
 }
 
 /// SIGTERM (Kubernetes) or Ctrl-C. The handlers are installed when this is called, before

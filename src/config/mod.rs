@@ -11,6 +11,7 @@ use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 mod capture;
 mod error;
+mod files;
 mod inspector;
 mod limits;
 mod locate;
@@ -83,6 +84,8 @@ pub struct Config {
     pub inspector: InspectorConfig,
     /// Traffic capture to a HAR file; `None` (the default) when no path is set.
     pub capture: Option<CaptureConfig>,
+    /// Reload when the config file, or a file it names, changes on disk.
+    pub watch_config: bool,
 }
 
 /// Command-line values that replace the file's, applied before validation.
@@ -99,6 +102,8 @@ pub struct Overrides {
     pub otel_env: OtelEnv,
     /// `--capture FILE`: replaces `capture.path` (and turns capture on).
     pub capture: Option<std::path::PathBuf>,
+    /// `--watch-config`: replaces `watch_config`.
+    pub watch_config: Option<bool>,
 }
 
 // === impl Config ===
@@ -124,6 +129,7 @@ impl Config {
             telemetry: None,
             inspector: InspectorConfig::default(),
             capture: None,
+            watch_config: true,
         }
     }
 

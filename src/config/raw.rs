@@ -42,6 +42,7 @@ pub(super) struct RawConfig {
     pub(super) telemetry: Option<RawTelemetry>,
     pub(super) inspector: Option<RawInspector>,
     pub(super) capture: Option<RawCapture>,
+    pub(super) watch_config: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -82,6 +82,7 @@ pub(super) fn validate(
     let telemetry = v.telemetry(raw.telemetry, &overrides.otel_env);
     let inspector = v.inspector(raw.inspector.unwrap_or_default(), admin);
     let capture = v.capture(raw.capture, overrides.capture.as_ref());
+    let watch_config = overrides.watch_config.or(raw.watch_config).unwrap_or(true);
     v.check_distinct((listen, listen_from), (admin, admin_from));
 
     match (ConfigErrors::new(v.errors), upstream) {
@@ -103,6 +104,7 @@ pub(super) fn validate(
             telemetry,
             inspector,
             capture,
+            watch_config,
         }),
         (Some(errors), _) => Err(errors),
         // `upstream` is only `None` after an error was reported; this arm is for the compiler.

@@ -175,7 +175,8 @@ fn single_errors_with_positions() {
             "upstream: http://h:1\nlisen: 1\n",
             "t.yaml:2:1: unknown field `lisen`, expected one of listen, upstream, admin, \
              workers, host_header, upstream_tls, tls, timeouts, log, metrics, limits, circuit, retry, tools, \
-             trust_annotations, idempotency, origins, telemetry, inspector, capture",
+             trust_annotations, idempotency, origins, telemetry, inspector, capture, \
+             watch_config",
         ),
         (
             "upstream: http://h:1\ntimeouts:\n  connect: 5s\n  conect: 1s\n",
@@ -386,6 +387,37 @@ log: {format: pretty}
     let config = Config::parse("listen: 127.0.0.1:5\n", "t.yaml", &only_upstream).unwrap();
     assert_eq!(config.upstream, upstream("http://flag:1"));
     assert_eq!(config.listen, "127.0.0.1:5".parse().unwrap());
+}
+
+#[test]
+fn watch_config_is_on_unless_the_file_or_the_flag_turns_it_off() {
+    let base = "upstream: http://h:1\n";
+    assert!(parse(base).unwrap().watch_config);
+    assert!(
+        !parse(&format!("{base}watch_config: false\n"))
+            .unwrap()
+            .watch_config
+    );
+    let flag = |on| Overrides {
+        watch_config: Some(on),
+        ..Overrides::default()
+    };
+    let off = format!("{base}watch_config: false\n");
+    assert!(
+        Config::parse(&off, "t.yaml", &flag(true))
+            .unwrap()
+            .watch_config
+    );
+    assert!(
+        !Config::parse(base, "t.yaml", &flag(false))
+            .unwrap()
+            .watch_config
+    );
+    assert_eq!(
+        errors(&format!("{base}watch_config: sometimes\n")).len(),
+        1,
+        "not a boolean"
+    );
 }
 
 #[test]

@@ -49,15 +49,23 @@ impl Children {
 
     /// SIGTERM to `name` (so it can finish what it writes), then waits for it to exit.
     pub fn terminate(&mut self, name: &str, deadline: Instant) {
-        let pid = self.child(name).id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success(), "cannot signal {name} ({pid})");
+        self.signal(name, "TERM");
         self.wait(name, deadline);
     }
 
     /// Whether `name` has exited (e.g. a server that could not bind its port).
     pub fn exited(&mut self, name: &str) -> bool {
         !matches!(self.child(name).try_wait(), Ok(None))
+    }
+
+    /// Sends `name` the signal named `signal` (`TERM`, `HUP`).
+    pub fn signal(&mut self, name: &str, signal: &str) {
+        let pid = self.child(name).id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "cannot signal {name} ({pid})");
     }
 
     /// Panics if a long-running child (testbed, proxy) has exited.

@@ -10,6 +10,7 @@ pub mod children;
 pub mod h2raw;
 pub mod otlp;
 pub mod post;
+pub mod process;
 pub mod raw;
 pub mod redis;
 pub mod redis_servers;

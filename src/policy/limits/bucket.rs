@@ -3,40 +3,46 @@
 //! holds a debt, which later refills pay first, so reservations never exceed the rate.
 //!
 //! Calls let through in any window of `t` seconds are at most `burst + rate × t`.
+//!
+//! Every worker takes from the same bucket without a lock: the bucket is one atomic, the
+//! time at which it is full again (the generic cell rate algorithm's theoretical arrival
+//! time). A token moves that time one interval (`1 / rate`) later; the bucket holds
+//! `burst` tokens while that time is at most `burst` intervals ahead of now. A take is a
+//! compare-and-swap, so concurrent takes never lose one another: the bound above is exact.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::Rate;
+use crate::config::{MAX_DURATION, Rate};
 
-/// One rule's bucket, shared by every worker (a short lock per call).
+/// One rule's bucket, shared by every worker.
 #[derive(Debug)]
 pub struct Bucket {
-    per_second: f64,
-    burst: f64,
-    fill: Mutex<Fill>,
-}
-
-#[derive(Debug)]
-struct Fill {
-    /// Below zero: tokens reserved ahead of their refill.
-    tokens: f64,
-    at: Instant,
+    /// Nanoseconds between two tokens' refills.
+    interval: u64,
+    /// `burst` intervals: how far ahead of now the full time may be with a token left.
+    tolerance: u128,
+    /// The origin of `full_at`.
+    origin: Instant,
+    /// Nanoseconds after `origin` at which the bucket is full again (at or before now: full).
+    full_at: AtomicU64,
 }
 
 impl Bucket {
     /// A full bucket.
     pub fn new(rate: Rate, burst: u32, now: Instant) -> Bucket {
-        let burst = f64::from(burst.max(1));
+        // A rate validation let through names calls over at most a year; a config built in
+        // code may name none, and then a token is refilled once a year.
+        let interval = rate.per.checked_div(rate.calls).unwrap_or(MAX_DURATION);
+        let interval = nanos(interval.min(MAX_DURATION));
+        let burst = u128::from(burst.max(1));
         Bucket {
-            per_second: rate.per_second(),
-            burst,
-            fill: Mutex::new(Fill {
-                tokens: burst,
-                at: now,
-            }),
+            interval,
+            tolerance: burst * u128::from(interval),
+            origin: now,
+            full_at: AtomicU64::new(0),
         }
     }
 
@@ -44,29 +50,44 @@ impl Bucket {
     /// after which the reserved token is due), or `Err(retry_after)` when the next token is
     /// further away than `queue` (nothing taken).
     pub fn take(&self, now: Instant, queue: Duration) -> Result<Duration, Duration> {
-        let mut fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
-        let elapsed = now.saturating_duration_since(fill.at).as_secs_f64();
-        fill.tokens = (fill.tokens + elapsed * self.per_second).min(self.burst);
-        fill.at = now;
-        if fill.tokens >= 1.0 {
-            fill.tokens -= 1.0;
-            return Ok(Duration::ZERO);
+        let now = u128::from(nanos(now.saturating_duration_since(self.origin)));
+        let mut full_at = self.full_at.load(Ordering::Acquire);
+        loop {
+            let next = u128::from(full_at).max(now) + u128::from(self.interval);
+            let due = duration(next.saturating_sub(now + self.tolerance));
+            // Past `u64` nanoseconds (centuries) the debt is never paid: refused.
+            let (false, Ok(next)) = (due > queue, u64::try_from(next)) else {
+                return Err(due);
+            };
+            match self.full_at.compare_exchange_weak(
+                full_at,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(due),
+                Err(seen) => full_at = seen,
+            }
         }
-        // A rate validation let through is above zero; a config built in code may not be.
-        let due = Duration::try_from_secs_f64((1.0 - fill.tokens) / self.per_second)
-            .unwrap_or(Duration::MAX);
-        if due > queue {
-            return Err(due);
-        }
-        fill.tokens -= 1.0;
-        Ok(due)
     }
 
     /// Gives back a token taken for a call that did not go (another limit refused it).
     pub fn give_back(&self) {
-        let mut fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
-        fill.tokens = (fill.tokens + 1.0).min(self.burst);
+        let earlier = |full_at: u64| Some(full_at.saturating_sub(self.interval));
+        // The closure always gives a value: the update cannot fail.
+        let _ = self
+            .full_at
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, earlier);
     }
+}
+
+/// A duration in whole nanoseconds, `u64::MAX` past that.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn duration(nanos: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -136,5 +157,43 @@ mod tests {
         assert!(bucket.take(now, Duration::ZERO).is_ok());
         bucket.give_back();
         assert!(bucket.take(now, Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn takes_on_many_threads_at_once_let_exactly_the_burst_through() {
+        let now = Instant::now();
+        let rate = Rate {
+            calls: 1,
+            per: Duration::from_secs(3600),
+        };
+        let bucket = Bucket::new(rate, 1000, now);
+        let passed: usize = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let bucket = &bucket;
+                    scope.spawn(move || {
+                        (0..1000)
+                            .filter(|_| bucket.take(now, Duration::ZERO).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).sum()
+        });
+        assert_eq!(passed, 1000);
+    }
+
+    #[test]
+    fn a_rate_of_no_calls_lets_the_burst_through_and_then_nothing() {
+        let now = Instant::now();
+        let rate = Rate {
+            calls: 0,
+            per: Duration::from_secs(1),
+        };
+        let bucket = Bucket::new(rate, 2, now);
+        assert!(bucket.take(now, Duration::ZERO).is_ok());
+        assert!(bucket.take(now, Duration::ZERO).is_ok());
+        let later = now + Duration::from_secs(3600);
+        assert!(bucket.take(later, Duration::from_secs(60)).is_err());
     }
 }

@@ -9,8 +9,13 @@
 //!     └────────── the probe succeeds ────┼──────────────────────────────────────────┤
 //!                                        └────────── the probe fails ───────────────┘
 //! ```
+//!
+//! A call through a closed circuit takes no lock: an atomic mirrors whether the circuit is
+//! closed, and with failures counted, so admitting a call and reporting its success are
+//! loads. The lock is taken for a failure, a success after failures, and the probe.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -18,7 +23,7 @@ use tokio::time::Instant;
 use crate::config::{CircuitConfig, CircuitOn, MAX_DURATION};
 use crate::metrics::{CircuitHandles, CircuitState};
 
-/// The upstream's circuit, shared by every worker (a short lock per call).
+/// The upstream's circuit, shared by every worker.
 #[derive(Debug)]
 pub struct Circuit {
     consecutive_failures: u32,
@@ -26,8 +31,18 @@ pub struct Circuit {
     max_open_for: Duration,
     on: Vec<CircuitOn>,
     phase: Mutex<Phase>,
+    /// The phase as calls through a closed circuit read it: [`CLEAN`], [`FAILING`] or
+    /// [`NOT_CLOSED`], written with the phase, under its lock.
+    mirror: AtomicU8,
     handles: CircuitHandles,
 }
+
+/// Closed, no failure counted.
+const CLEAN: u8 = 0;
+/// Closed, failures counted.
+const FAILING: u8 = 1;
+/// Open or half-open.
+const NOT_CLOSED: u8 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Phase {
@@ -66,6 +81,7 @@ impl Circuit {
             max_open_for: config.max_open_for.max(config.open_for),
             on: config.on.clone(),
             phase: Mutex::new(Phase::Closed { failures: 0 }),
+            mirror: AtomicU8::new(CLEAN),
             handles,
         }
     }
@@ -77,6 +93,9 @@ impl Circuit {
 
     /// A call passes, or is refused with the time until the circuit may pass one.
     pub fn admit(&self, now: Instant) -> Result<Pass, Duration> {
+        if self.closed() {
+            return Ok(Pass::Call);
+        }
         let mut phase = self.lock();
         match *phase {
             Phase::Closed { .. } => Ok(Pass::Call),
@@ -101,7 +120,7 @@ impl Circuit {
 
     /// Whether a retry may go to the upstream: only while the circuit is closed.
     pub fn closed(&self) -> bool {
-        matches!(*self.lock(), Phase::Closed { .. })
+        self.mirror.load(Ordering::Acquire) != NOT_CLOSED
     }
 
     /// A call (or one of its attempts) failed in a way `on` names.
@@ -127,10 +146,14 @@ impl Circuit {
 
     /// A call was answered by the upstream without a failure `on` names.
     pub fn succeeded(&self, pass: Pass) {
+        // A call's success matters only to a count of failures, and a probe's always.
+        if pass == Pass::Call && self.mirror.load(Ordering::Acquire) != FAILING {
+            return;
+        }
         let mut phase = self.lock();
         match (*phase, pass) {
             (Phase::Closed { failures }, _) if failures > 0 => {
-                *phase = Phase::Closed { failures: 0 };
+                self.move_to(&mut phase, Phase::Closed { failures: 0 });
             }
             (Phase::HalfOpen { .. }, Pass::Probe) => {
                 self.move_to(&mut phase, Phase::Closed { failures: 0 });
@@ -141,12 +164,16 @@ impl Circuit {
 
     /// The probe ended with no word on the upstream (the agent left): the next call probes.
     pub fn released(&self, pass: Pass) {
+        if pass == Pass::Call {
+            return;
+        }
         let mut phase = self.lock();
-        if let (Phase::HalfOpen { trips, .. }, Pass::Probe) = (*phase, pass) {
-            *phase = Phase::HalfOpen {
+        if let Phase::HalfOpen { trips, .. } = *phase {
+            let next = Phase::HalfOpen {
                 probing: false,
                 trips,
             };
+            self.move_to(&mut phase, next);
         }
     }
 
@@ -174,7 +201,13 @@ impl Circuit {
             self.handles.moved(state(&next));
             tracing::info!(to = state(&next).as_str(), "upstream circuit");
         }
+        let mirror = match next {
+            Phase::Closed { failures: 0 } => CLEAN,
+            Phase::Closed { .. } => FAILING,
+            Phase::Open { .. } | Phase::HalfOpen { .. } => NOT_CLOSED,
+        };
         *phase = next;
+        self.mirror.store(mirror, Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Phase> {

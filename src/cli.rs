@@ -187,13 +187,12 @@ pub fn check_config(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Ex
 fn certificate_files(config: &Config) -> anyhow::Result<()> {
     crate::listen::tls::acceptor(config.tls.as_ref())?;
     if let Some(ca_file) = &config.upstream_tls.ca_file {
-        crate::proxy::pooled_client::read_certs(ca_file)?;
+        crate::proxy::pooled_client::read_certs(ca_file, "upstream_tls.ca_file")?;
     }
     if let StoreKind::Redis(redis) = &config.policy.idempotency.store
         && let Some(ca_file) = &redis.ca_file
     {
-        crate::proxy::pooled_client::read_certs(ca_file)
-            .map_err(|e| anyhow::anyhow!("idempotency.redis.ca_file: {e}"))?;
+        crate::proxy::pooled_client::read_certs(ca_file, "idempotency.redis.ca_file")?;
     }
     Ok(())
 }

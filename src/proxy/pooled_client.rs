@@ -29,8 +29,13 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("upstream_tls.ca_file {path}: {reason}")]
-    CaFile { path: String, reason: String },
+    /// `key`: the setting that names the file.
+    #[error("{key} {path}: {reason}")]
+    CaFile {
+        key: &'static str,
+        path: String,
+        reason: String,
+    },
     #[error("upstream TLS: {0}")]
     Tls(#[from] rustls::Error),
 }
@@ -81,8 +86,9 @@ fn tls_config(tls: &UpstreamTls) -> Result<ClientConfig, ClientError> {
         }
     }
     if let Some(path) = &tls.ca_file {
-        for cert in read_certs(path)? {
+        for cert in read_certs(path, "upstream_tls.ca_file")? {
             roots.add(cert).map_err(|e| ClientError::CaFile {
+                key: "upstream_tls.ca_file",
                 path: path.display().to_string(),
                 reason: e.to_string(),
             })?;
@@ -92,8 +98,12 @@ fn tls_config(tls: &UpstreamTls) -> Result<ClientConfig, ClientError> {
 }
 
 /// Reads every certificate of a PEM file.
-pub fn read_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+pub fn read_certs(
+    path: &std::path::Path,
+    key: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, ClientError> {
     let err = |reason: String| ClientError::CaFile {
+        key,
         path: path.display().to_string(),
         reason,
     };
@@ -153,5 +163,24 @@ impl ServerCertVerifier for NoVerify {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_named_by_the_setting_that_names_it() {
+        let path = std::env::temp_dir().join(format!("strata-ca-{}.crt", std::process::id()));
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let error = read_certs(&path, "idempotency.redis.ca_file").unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("idempotency.redis.ca_file ")
+                && text.ends_with("no PEM certificate in the file"),
+            "{text}"
+        );
     }
 }

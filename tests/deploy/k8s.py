@@ -139,9 +139,10 @@ def check_config(strata: str, where: str, text: str,
             dest = Path(root + str(path))
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(content)
-        for written in sorted(files_named(cfg, config_path.parent), key=len, reverse=True):
-            if written.startswith("/"):
-                text = text.replace(written, root + written)
+        absolute = sorted((w for w in files_named(cfg, config_path.parent) if w.startswith("/")),
+                          key=len, reverse=True)
+        if absolute:  # one pass, so a path that begins another is not prefixed twice
+            text = re.sub("|".join(map(re.escape, absolute)), lambda m: root + m.group(0), text)
         dest = Path(root + str(config_path))
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(text)

@@ -5,13 +5,16 @@
 #   dashboard in sync with their sources; the OpenTelemetry Collector example's pipelines and
 #   its ConfigMap (tests/deploy/collector.py: no otelcol binary in Debian or on PyPI); the
 #   Kubernetes manifests, with the collector sidecar Component, against the Kubernetes
-#   schemas and strata's config (tests/deploy/k8s.py); a live Prometheus scraping a live
-#   strata in front of the testbed, answering every dashboard and recording-rule query, and
-#   strata's OTLP spans answering every trace link of the dashboard (tests/deploy/live.py).
+#   schemas and strata's config (tests/deploy/k8s.py: `strata check-config` with the Redis
+#   password Secret and CA ConfigMap laid out where the pod mounts them, stand-ins for the
+#   files the generators read; whole-directory mounts, no reloader; kustomize's render); a
+#   live Prometheus scraping a live strata in front of the testbed, answering every dashboard
+#   and recording-rule query, and strata's OTLP spans answering every trace link of the
+#   dashboard (tests/deploy/live.py).
 #
 # Needs on PATH: promtool and prometheus (Debian package `prometheus`), python3 (with venv),
-# rustc and cargo; kubectl is used when present. The Python tools go into a venv under
-# target/ (tests/deploy/requirements.txt). Environment:
+# rustc and cargo, openssl (the stand-in CA); kubectl is used when present. The Python tools
+# go into a venv under target/ (tests/deploy/requirements.txt). Environment:
 #   STRATA_BIN           strata binary to use (default: `cargo build`, target/debug/strata)
 #   STRATA_DEPLOY_VENV   the venv (default target/deploy-venv)
 # Docker cannot run here (no engine), so the image is linted, not built.
@@ -59,6 +62,7 @@ need promtool "install Debian's prometheus: apt-get install -y --no-install-reco
 need prometheus "install Debian's prometheus: apt-get install -y --no-install-recommends prometheus"
 need python3 "install python3"
 need rustc "install the Rust toolchain"
+need openssl "install Debian's openssl"
 
 echo "== setup"
 start=$(date +%s)

@@ -543,13 +543,7 @@ async fn limits_no_retry_goes_into_an_open_circuit() {
         .await
         .unwrap();
     let strata = support::strata(testbed_addr, |c| {
-        c.policy.retry.initial_backoff = Duration::from_millis(1);
-        c.policy.retry.max_backoff = Duration::from_millis(5);
-        c.policy.tools = vec![ToolRule {
-            tool: Some(Glob::new("read_*")),
-            method: None,
-            idempotent: true,
-        }];
+        retry_reads_at_once(c);
         c.circuit = Some(CircuitConfig {
             consecutive_failures: 2,
             open_for: Duration::from_secs(30),
@@ -586,13 +580,7 @@ async fn limits_a_retry_takes_a_token_and_without_one_is_not_made() {
         .await
         .unwrap();
     let strata = support::strata(testbed_addr, |c| {
-        c.policy.retry.initial_backoff = Duration::from_millis(1);
-        c.policy.retry.max_backoff = Duration::from_millis(5);
-        c.policy.tools = vec![ToolRule {
-            tool: Some(Glob::new("read_*")),
-            method: None,
-            idempotent: true,
-        }];
+        retry_reads_at_once(c);
         let mut read = rule("read_*");
         (read.rate, read.burst) = (
             Some(Rate {
@@ -696,4 +684,15 @@ fn limits_are_read_from_yaml_and_checked_with_positions() {
         "t.yaml:13:8: circuit.on: unknown failure \"http_500\"; expected some of: connect_error, upstream_reset, http_502, http_503, http_504, stream_incomplete",
     ];
     assert_eq!(errors, expected);
+}
+
+/// Retries `read_*` tools (idempotent), a millisecond or so apart.
+fn retry_reads_at_once(c: &mut strata::config::Config) {
+    c.policy.retry.initial_backoff = Duration::from_millis(1);
+    c.policy.retry.max_backoff = Duration::from_millis(5);
+    c.policy.tools = vec![ToolRule {
+        tool: Some(Glob::new("read_*")),
+        method: None,
+        idempotent: true,
+    }];
 }

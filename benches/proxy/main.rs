@@ -15,6 +15,7 @@
 
 mod hist;
 mod inspector;
+mod limits;
 mod load;
 mod measure;
 mod procs;
@@ -47,7 +48,8 @@ pub(crate) struct Plan {
     /// The telemetry part's memory runs: calls through each process (collector down, export
     /// off).
     pub(crate) telemetry_calls: u64,
-    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector (all by default).
+    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector, limits (all by
+    /// default).
     pub(crate) only: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,

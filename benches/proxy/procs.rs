@@ -157,8 +157,10 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 /// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
 ///
 /// `upstream`: its URL. `extra`: more YAML lines, appended (training a profile: other
-/// settings' paths; the telemetry rows: [`telemetry_yaml`]). No `OTEL_*` variable of the
-/// harness's environment reaches strata: they could turn export on where a row has it off.
+/// settings' paths; the telemetry rows: [`telemetry_yaml`]). An `extra` with a `limits:`
+/// section of its own replaces the default one, and keeps [`MAX_CONNECTIONS`] in it (the limits
+/// part: [`limits_yaml`]). No `OTEL_*` variable of the harness's environment reaches strata:
+/// they could turn export on where a row has it off.
 pub(crate) fn strata(
     name: &'static str,
     bin: &Path,
@@ -170,6 +172,11 @@ pub(crate) fn strata(
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let config = dir.join(format!("strata-{tag}.yaml"));
+    let limits = if extra.lines().any(|l| l.starts_with("limits:")) {
+        String::new()
+    } else {
+        limits_yaml("")
+    };
     std::fs::write(
         &config,
         format!(
@@ -177,7 +184,7 @@ pub(crate) fn strata(
              # 5,000-stream test) and a short drain so the bench ends quickly.\n\
              listen: {addr}\nadmin: {admin}\nupstream: {upstream}\n\
              log: {{ format: json, level: info }}\n\
-             limits: {{ max_connections: 12000 }}\n\
+             {limits}\
              timeouts: {{ drain: 1s }}\n{extra}"
         ),
     )?;
@@ -212,6 +219,16 @@ pub(crate) fn strata(
             admin: Some(admin),
         },
     ))
+}
+
+/// `limits.max_connections` of every strata the harness starts: room for the 5,000-stream test.
+pub(crate) const MAX_CONNECTIONS: u32 = 12_000;
+
+/// The `limits` section for [`strata`]: [`MAX_CONNECTIONS`], and `more` keys (`calls: [...]`)
+/// when not empty.
+pub(crate) fn limits_yaml(more: &str) -> String {
+    let sep = if more.is_empty() { "" } else { ", " };
+    format!("limits: {{ max_connections: {MAX_CONNECTIONS}{sep}{more} }}\n")
 }
 
 /// The `telemetry` section for [`strata`]'s `extra`: OTLP/HTTP export to `endpoint` (a base

@@ -273,7 +273,7 @@ fn counters(rt: &Runtime, t: &Target) -> (Option<f64>, Option<f64>) {
 
 /// The sum of a family's samples in Prometheus text, over the series whose labels contain
 /// `label`.
-fn metric_sum(text: &str, family: &str, label: &str) -> f64 {
+pub(crate) fn metric_sum(text: &str, family: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {

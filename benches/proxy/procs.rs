@@ -402,3 +402,43 @@ pub(crate) fn clock_ticks() -> u64 {
         .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
         .unwrap_or(100)
 }
+
+/// A `redis-server` of the harness's own (the keys part's store), on a free loopback port:
+/// nothing saved (`--save ''`, `--appendonly no`), its files in `dir`. Its `default` user has
+/// no password — the baseline build's store sends none — and the ACL user `user` has
+/// `password` and every right, for the current build's store (its URL carries them).
+pub(crate) fn redis(
+    bin: &Path,
+    dir: &Path,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<(Proc, SocketAddr)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let child = Command::new(bin)
+        .args(["--port", &addr.port().to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .args([
+            "--user",
+            user,
+            "on",
+            &format!(">{password}"),
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let mut proc = Proc {
+        name: "redis-server".into(),
+        child,
+        _stdout: None,
+    };
+    wait_listening(addr, &mut proc)?;
+    Ok((proc, addr))
+}

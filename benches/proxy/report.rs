@@ -261,6 +261,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if r.get("limits").is_some() {
         limits_table(&mut t, &r["limits"]);
     }
+    if r.get("keys").is_some() {
+        keys_table(&mut t, &r["keys"]);
+    }
     if let Some(c) = r
         .get("classifier")
         .and_then(Value::as_object)
@@ -360,6 +363,45 @@ fn limits_table(t: &mut String, r: &Value) {
             each.join(", ")
         );
     }
+}
+
+/// Targets of the keys rows, in table order (`base` only with `--baseline`).
+pub(crate) const KEYS_TARGETS: [&str; 5] = ["direct", "base", "none", "memory", "redis"];
+
+/// The keys part: its load rows (CPU per call and added latency against calls without a key),
+/// the current Redis client against the baseline's, and the checks that the keys were stored.
+fn keys_table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nIdempotency-Key, fixed upstream, JSON, a fresh key per call: none (no key) | memory store \
+         | Redis store (redis-server {} on loopback) | base: the baseline build, the same Redis",
+        r["redis"]["version"].as_str().unwrap_or("?"),
+    );
+    overhead_rows(t, r, &KEYS_TARGETS, "none");
+    versus(t, r, "redis", "base");
+    if let Some(checked) = r["checked"].as_object() {
+        let each: Vec<String> = checked
+            .iter()
+            .map(|(name, c)| {
+                format!(
+                    "{name} {} ({} store errors)",
+                    if c["replayed"].as_bool() == Some(true) {
+                        "replayed"
+                    } else {
+                        "NOT REPLAYED"
+                    },
+                    f0(num(c, "/store_errors")),
+                )
+            })
+            .collect();
+        let _ = writeln!(t, "  a key sent twice: {}", each.join(", "));
+    }
+    let _ = writeln!(
+        t,
+        "  Redis holds {} keys for {} keyed calls measured through it (warm-ups' and checks' keys too)",
+        f0(num(r, "/redis/keys")),
+        f0(num(r, "/redis/keyed_calls_measured")),
+    );
 }
 
 /// Per load, `target` against `other` (when the run has both): added latency and CPU per call.
@@ -593,7 +635,10 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
             }
         }
     }
-    for (part, off, rows) in [("limits", "none", &["limits", "circuit"][..])] {
+    for (part, off, rows) in [
+        ("limits", "none", &["limits", "circuit"][..]),
+        ("keys", "none", &["memory", "redis"][..]),
+    ] {
         if let Some(load) = r[part]["load"].as_object() {
             for (name, s) in load {
                 let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));

@@ -122,6 +122,7 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
     telemetry(r, &mut out);
     inspector(r, &mut out);
     limits(r, &mut out);
+    keys(r, &mut out);
     out
 }
 
@@ -182,6 +183,54 @@ fn limits(r: &Value, out: &mut Vec<Check>) {
         matched
             .zip(refused.zip(errors))
             .map(|(m, (h, e))| m && h == 0.0 && e == 0.0),
+    ));
+}
+
+/// The keys part has no target on its cost; what it checks is that its figures are of keyed
+/// calls: each keyed process replays a key sent twice and counted no store error, no call
+/// failed, and Redis holds a key per keyed call measured through it.
+fn keys(r: &Value, out: &mut Vec<Check>) {
+    let Some(checked) = r.pointer("/keys/checked").and_then(Value::as_object) else {
+        out.push(check(
+            "keys: every keyed call claimed and stored",
+            "n/a".into(),
+            None,
+        ));
+        return;
+    };
+    let replayed = checked
+        .values()
+        .all(|c| c["replayed"].as_bool() == Some(true));
+    let store_errors: f64 = checked
+        .values()
+        .filter_map(|c| num(c, "/store_errors"))
+        .sum();
+    let errors: f64 = r
+        .pointer("/keys/load")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.values()
+                .filter_map(|s| s["targets"].as_object())
+                .flat_map(|t| t.values().filter_map(|x| num(x, "/errors")))
+                .sum()
+        })
+        .unwrap_or(f64::NAN);
+    let (keys, calls) = (
+        num(r, "/keys/redis/keys"),
+        num(r, "/keys/redis/keyed_calls_measured"),
+    );
+    let stored = keys.zip(calls).is_some_and(|(k, c)| k >= c);
+    out.push(check(
+        "keys: every keyed call claimed and stored",
+        format!(
+            "a repeat replayed: {}; {} store errors, {} errors; Redis {} keys for {} calls",
+            if replayed { "every process" } else { "NOT ALL" },
+            f0(Some(store_errors)),
+            f0(Some(errors)),
+            f0(keys),
+            f0(calls),
+        ),
+        Some(replayed && store_errors == 0.0 && errors == 0.0 && stored),
     ));
 }
 

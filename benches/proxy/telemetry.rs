@@ -110,6 +110,7 @@ pub(crate) fn run(
                 agents,
                 path: "/json",
                 body: Bytes::from_static(TOOLS_CALL),
+                keyed: &[],
             };
             let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
             loads.insert(spec.name(), figures);
@@ -206,6 +207,7 @@ fn memory_run(rt: &Runtime, plan: &Plan, t: &Target) -> anyhow::Result<Value> {
         MEMORY_AGENTS,
         limit,
         plan.telemetry_calls,
+        false,
     ))?;
     std::thread::sleep(Duration::from_secs(1));
     let after = procs::rss_kib(&t.pids);

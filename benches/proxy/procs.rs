@@ -188,7 +188,8 @@ pub(crate) fn strata(
              timeouts: {{ drain: 1s }}\n{extra}"
         ),
     )?;
-    let stderr = std::fs::File::create(dir.join(format!("strata-{tag}.stderr")))?;
+    let stderr_path = dir.join(format!("strata-{tag}.stderr"));
+    let stderr = std::fs::File::create(&stderr_path)?;
     let mut command = Command::new(bin);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("OTEL_") {
@@ -208,7 +209,13 @@ pub(crate) fn strata(
         child,
         _stdout: None,
     };
-    wait_listening(addr, &mut proc)?;
+    // The scratch directory goes with the run: a strata that did not start says why here.
+    wait_listening(addr, &mut proc).with_context(|| {
+        let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("its stderr: {}", tail.join(" | "))
+    })?;
     let pids = vec![proc.pid()];
     Ok((
         proc,

@@ -170,7 +170,12 @@ pub(crate) fn strata(
     extra: &str,
 ) -> anyhow::Result<(Proc, Target)> {
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    // Each port is free when asked for, and the kernel may hand the same one out twice in a
+    // row; strata refuses a config whose listen and admin ports are one (exit 2).
+    let mut admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    while admin.port() == addr.port() {
+        admin.set_port(free_port()?);
+    }
     let config = dir.join(format!("strata-{tag}.yaml"));
     let limits = if extra.lines().any(|l| l.starts_with("limits:")) {
         String::new()

@@ -6,12 +6,19 @@
 # which prints one table and writes it as JSON under target/bench/ (proxy-last.json is
 # compared with the next run).
 #
-#   bash bench/proxy.sh               # everything, about 17 minutes on 2 cores (8 of them the build)
+#   bash bench/proxy.sh               # everything, about 20 minutes on 2 cores (8 of them the build)
 #   bash bench/proxy.sh --quick       # smoke test: seconds per part, no classifier bench, plain build
 #   bash bench/proxy.sh --no-scan     # skip the classifier benchmark
 #   bash bench/proxy.sh --no-pgo      # measure a plain `cargo build --release` instead
 #   bash bench/proxy.sh --only load --agents 64 --rounds 3   # a part (load, testbed, sse,
-#                                     # big, streams, telemetry, inspector) and other harness options
+#                                     # big, streams, telemetry, inspector, limits, keys) and other
+#                                     # harness options
+#   bash bench/proxy.sh --only limits # a limits.calls rule that never refuses, and the circuit,
+#                                     # against no limits: CPU per call and added latency
+#   bash bench/proxy.sh --only keys --baseline OLD_BIN   # Idempotency-Key calls on the memory
+#                                     # and Redis stores against calls without a key, the Redis
+#                                     # ones also through OLD_BIN; needs redis-server (started on
+#                                     # a free loopback port, ended by PID)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"

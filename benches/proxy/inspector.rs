@@ -79,6 +79,7 @@ pub(crate) fn run(
             agents,
             path: "/json",
             body: Bytes::from_static(TOOLS_CALL),
+            keyed: &[],
         };
         let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
         loads.insert(spec.name(), figures);

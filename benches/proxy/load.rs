@@ -3,8 +3,8 @@
 //! and in calls; every latency (request sent → last body byte read) goes into a histogram.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
@@ -26,6 +26,21 @@ const CALL_LIMIT: Duration = Duration::from_secs(10);
 /// The JSON-RPC request every agent sends (id 1: the fixed upstream answers id 1).
 pub(crate) const TOOLS_CALL: &[u8] =
     br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"query":"Instant::now"}}}"#;
+
+/// The header a keyed call carries (`--only keys`).
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// A fresh `Idempotency-Key`: unique over the run (every target and round: the Redis store
+/// is shared by two of them) and over runs against one Redis (the harness's pid and start
+/// time lead it), so every keyed call is claimed, forwarded and completed, never replayed.
+pub(crate) fn fresh_key() -> header::HeaderValue {
+    static RUN: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let run = RUN.get_or_init(|| format!("{:x}-{:x}", std::process::id(), now_ns()));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    header::HeaderValue::from_str(&format!("bench-{run}-{n}"))
+        .unwrap_or(header::HeaderValue::from_static("bench"))
+}
 
 /// What one round of one target measured.
 pub(crate) struct Round {
@@ -96,7 +111,8 @@ async fn drain(mut body: Incoming) -> anyhow::Result<u64> {
 }
 
 /// One round: `agents` connections, each POSTing `body` to `path` back to back until `duration` has
-/// passed or `max_calls` were started in all.
+/// passed or `max_calls` were started in all. `keyed`: every call carries a [`fresh_key`] (made
+/// before its clock starts).
 pub(crate) async fn round(
     target: &Target,
     path: &str,
@@ -104,6 +120,7 @@ pub(crate) async fn round(
     agents: usize,
     duration: Duration,
     max_calls: u64,
+    keyed: bool,
 ) -> anyhow::Result<Round> {
     let mut conns = Vec::with_capacity(agents);
     for _ in 0..agents {
@@ -135,7 +152,10 @@ pub(crate) async fn round(
             while Instant::now() < deadline
                 && started_calls.fetch_add(1, Ordering::Relaxed) < max_calls
             {
-                let req = request(addr, &path, &body);
+                let mut req = request(addr, &path, &body);
+                if keyed {
+                    req.headers_mut().insert(IDEMPOTENCY_KEY, fresh_key());
+                }
                 let t0 = Instant::now();
                 match timeout(CALL_LIMIT, call(&mut conn, req)).await {
                     Ok(Ok(_)) => hist.record(t0.elapsed().as_nanos() as u64),

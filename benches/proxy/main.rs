@@ -15,6 +15,8 @@
 
 mod hist;
 mod inspector;
+mod keys;
+mod limits;
 mod load;
 mod measure;
 mod procs;
@@ -47,10 +49,13 @@ pub(crate) struct Plan {
     /// The telemetry part's memory runs: calls through each process (collector down, export
     /// off).
     pub(crate) telemetry_calls: u64,
-    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector (all by default).
+    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector, limits, keys (all
+    /// by default).
     pub(crate) only: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,
+    /// The keys part's Redis (`redis-server`, started by the harness on a free port).
+    pub(crate) redis: PathBuf,
     pub(crate) out: PathBuf,
     /// Where criterion left the classifier benchmark's results, to include them.
     pub(crate) scan: Option<PathBuf>,
@@ -82,6 +87,7 @@ impl Plan {
             only: Vec::new(),
             strata: PathBuf::from("target/release/strata"),
             nginx: PathBuf::from("/usr/sbin/nginx"),
+            redis: PathBuf::from("redis-server"),
             out: PathBuf::from("target/bench"),
             scan: None,
             baseline: None,
@@ -110,6 +116,7 @@ impl Plan {
                 "--only" => plan.only = value()?.split(',').map(str::to_owned).collect(),
                 "--strata" => plan.strata = value()?.into(),
                 "--nginx" => plan.nginx = value()?.into(),
+                "--redis-server" => plan.redis = value()?.into(),
                 "--out" => plan.out = value()?.into(),
                 "--scan" => plan.scan = Some(value()?.into()),
                 "--baseline" => plan.baseline = Some(value()?.into()),

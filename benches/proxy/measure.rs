@@ -19,6 +19,9 @@ pub(crate) struct LoadSpec {
     pub(crate) agents: usize,
     pub(crate) path: &'static str,
     pub(crate) body: Bytes,
+    /// Targets whose calls each carry a fresh `Idempotency-Key` (the keys part); none
+    /// elsewhere.
+    pub(crate) keyed: &'static [&'static str],
 }
 
 impl LoadSpec {
@@ -64,6 +67,7 @@ pub(crate) fn load(
             spec.agents,
             secs,
             plan.max_calls,
+            spec.keyed.contains(&t.name),
         ))
     };
     for t in targets {

@@ -157,8 +157,10 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 /// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
 ///
 /// `upstream`: its URL. `extra`: more YAML lines, appended (training a profile: other
-/// settings' paths; the telemetry rows: [`telemetry_yaml`]). No `OTEL_*` variable of the
-/// harness's environment reaches strata: they could turn export on where a row has it off.
+/// settings' paths; the telemetry rows: [`telemetry_yaml`]). An `extra` with a `limits:`
+/// section of its own replaces the default one, and keeps [`MAX_CONNECTIONS`] in it (the limits
+/// part: [`limits_yaml`]). No `OTEL_*` variable of the harness's environment reaches strata:
+/// they could turn export on where a row has it off.
 pub(crate) fn strata(
     name: &'static str,
     bin: &Path,
@@ -168,8 +170,18 @@ pub(crate) fn strata(
     extra: &str,
 ) -> anyhow::Result<(Proc, Target)> {
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    // Each port is free when asked for, and the kernel may hand the same one out twice in a
+    // row; strata refuses a config whose listen and admin ports are one (exit 2).
+    let mut admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    while admin.port() == addr.port() {
+        admin.set_port(free_port()?);
+    }
     let config = dir.join(format!("strata-{tag}.yaml"));
+    let limits = if extra.lines().any(|l| l.starts_with("limits:")) {
+        String::new()
+    } else {
+        limits_yaml("")
+    };
     std::fs::write(
         &config,
         format!(
@@ -177,11 +189,12 @@ pub(crate) fn strata(
              # 5,000-stream test) and a short drain so the bench ends quickly.\n\
              listen: {addr}\nadmin: {admin}\nupstream: {upstream}\n\
              log: {{ format: json, level: info }}\n\
-             limits: {{ max_connections: 12000 }}\n\
+             {limits}\
              timeouts: {{ drain: 1s }}\n{extra}"
         ),
     )?;
-    let stderr = std::fs::File::create(dir.join(format!("strata-{tag}.stderr")))?;
+    let stderr_path = dir.join(format!("strata-{tag}.stderr"));
+    let stderr = std::fs::File::create(&stderr_path)?;
     let mut command = Command::new(bin);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("OTEL_") {
@@ -201,7 +214,13 @@ pub(crate) fn strata(
         child,
         _stdout: None,
     };
-    wait_listening(addr, &mut proc)?;
+    // The scratch directory goes with the run: a strata that did not start says why here.
+    wait_listening(addr, &mut proc).with_context(|| {
+        let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("its stderr: {}", tail.join(" | "))
+    })?;
     let pids = vec![proc.pid()];
     Ok((
         proc,
@@ -212,6 +231,16 @@ pub(crate) fn strata(
             admin: Some(admin),
         },
     ))
+}
+
+/// `limits.max_connections` of every strata the harness starts: room for the 5,000-stream test.
+pub(crate) const MAX_CONNECTIONS: u32 = 12_000;
+
+/// The `limits` section for [`strata`]: [`MAX_CONNECTIONS`], and `more` keys (`calls: [...]`)
+/// when not empty.
+pub(crate) fn limits_yaml(more: &str) -> String {
+    let sep = if more.is_empty() { "" } else { ", " };
+    format!("limits: {{ max_connections: {MAX_CONNECTIONS}{sep}{more} }}\n")
 }
 
 /// The `telemetry` section for [`strata`]'s `extra`: OTLP/HTTP export to `endpoint` (a base
@@ -384,4 +413,44 @@ pub(crate) fn clock_ticks() -> u64 {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
         .unwrap_or(100)
+}
+
+/// A `redis-server` of the harness's own (the keys part's store), on a free loopback port:
+/// nothing saved (`--save ''`, `--appendonly no`), its files in `dir`. Its `default` user has
+/// no password — the baseline build's store sends none — and the ACL user `user` has
+/// `password` and every right, for the current build's store (its URL carries them).
+pub(crate) fn redis(
+    bin: &Path,
+    dir: &Path,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<(Proc, SocketAddr)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let child = Command::new(bin)
+        .args(["--port", &addr.port().to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .args([
+            "--user",
+            user,
+            "on",
+            &format!(">{password}"),
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let mut proc = Proc {
+        name: "redis-server".into(),
+        child,
+        _stdout: None,
+    };
+    wait_listening(addr, &mut proc)?;
+    Ok((proc, addr))
 }

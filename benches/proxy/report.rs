@@ -258,6 +258,12 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if r.get("inspector").is_some() {
         inspector_table(&mut t, &r["inspector"]);
     }
+    if r.get("limits").is_some() {
+        limits_table(&mut t, &r["limits"]);
+    }
+    if r.get("keys").is_some() {
+        keys_table(&mut t, &r["keys"]);
+    }
     if let Some(c) = r
         .get("classifier")
         .and_then(Value::as_object)
@@ -303,7 +309,7 @@ fn inspector_table(t: &mut String, r: &Value) {
         "\nInspector, fixed upstream, JSON: off | enabled, nobody reading (on) | enabled, a page's \
          reader on /calls/stream and /calls/counts (watched)"
     );
-    overhead_rows(t, r, &INSPECTOR_TARGETS);
+    overhead_rows(t, r, &INSPECTOR_TARGETS, "off");
     let w = |k: &str| num(r, &format!("/watcher/{k}"));
     let _ = writeln!(
         t,
@@ -312,6 +318,115 @@ fn inspector_table(t: &mut String, r: &Value) {
         f0(w("bytes").map(|b| b / 1024.0)),
         f0(w("polls")),
     );
+}
+
+/// Targets of the limits rows, in table order (`base` only with `--baseline`).
+pub(crate) const LIMITS_TARGETS: [&str; 5] = ["direct", "base", "none", "limits", "circuit"];
+
+/// The limits part: its load rows (CPU per call and added latency against no limits), the
+/// probe that shows the rule is on the call's path, and what the measured processes refused.
+fn limits_table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nCall limits, fixed upstream, JSON: none | a rule on the tool that never refuses (limits: {}) \
+         | the rule and {} (circuit)",
+        r["rule"].as_str().unwrap_or("?"),
+        r["circuit"].as_str().unwrap_or("?"),
+    );
+    overhead_rows(t, r, &LIMITS_TARGETS, "none");
+    versus(t, r, "limits", "base");
+    let _ = writeln!(
+        t,
+        "  probe (the same match, one token an hour): first call {}, second {} -> {}",
+        r["probe"]["first"].as_str().unwrap_or("?"),
+        r["probe"]["second"].as_str().unwrap_or("?"),
+        if r["probe"]["matched"].as_bool() == Some(true) {
+            "the rule matches the benchmarked call"
+        } else {
+            "THE RULE DOES NOT MATCH THE BENCHMARKED CALL"
+        },
+    );
+    if let Some(counted) = r["counted"].as_object() {
+        let each: Vec<String> = counted
+            .iter()
+            .map(|(name, c)| {
+                format!(
+                    "{name} {} of {}",
+                    f0(num(c, "/limit_hits")),
+                    f0(num(c, "/calls"))
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            t,
+            "  refused while measured (strata_limit_hits_total of strata_calls_total, warm-ups included): {}",
+            each.join(", ")
+        );
+    }
+}
+
+/// Targets of the keys rows, in table order (`base` only with `--baseline`).
+pub(crate) const KEYS_TARGETS: [&str; 5] = ["direct", "base", "none", "memory", "redis"];
+
+/// The keys part: its load rows (CPU per call and added latency against calls without a key),
+/// the current Redis client against the baseline's, and the checks that the keys were stored.
+fn keys_table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nIdempotency-Key, fixed upstream, JSON, a fresh key per call: none (no key) | memory store \
+         | Redis store (redis-server {} on loopback) | base: the baseline build, the same Redis",
+        r["redis"]["version"].as_str().unwrap_or("?"),
+    );
+    overhead_rows(t, r, &KEYS_TARGETS, "none");
+    versus(t, r, "redis", "base");
+    if let Some(checked) = r["checked"].as_object() {
+        let each: Vec<String> = checked
+            .iter()
+            .map(|(name, c)| {
+                format!(
+                    "{name} {} ({} store errors)",
+                    if c["replayed"].as_bool() == Some(true) {
+                        "replayed"
+                    } else {
+                        "NOT REPLAYED"
+                    },
+                    f0(num(c, "/store_errors")),
+                )
+            })
+            .collect();
+        let _ = writeln!(t, "  a key sent twice: {}", each.join(", "));
+    }
+    let _ = writeln!(
+        t,
+        "  Redis holds {} keys for {} keyed calls measured through it (warm-ups' and checks' keys too)",
+        f0(num(r, "/redis/keys")),
+        f0(num(r, "/redis/keyed_calls_measured")),
+    );
+}
+
+/// Per load, `target` against `other` (when the run has both): added latency and CPU per call.
+fn versus(t: &mut String, r: &Value, target: &str, other: &str) {
+    let Some(load) = r["load"].as_object() else {
+        return;
+    };
+    for (name, s) in load {
+        if s["targets"].get(other).is_none() || s["targets"].get(target).is_none() {
+            continue;
+        }
+        let v = |x: &str, k: &str| num(s, &format!("/targets/{x}/{k}"));
+        let added = |x: &str, k: &str| Some(v(x, k)? - v("direct", k)?);
+        let _ = writeln!(
+            t,
+            "  {name}: {target} vs {other}: +p50 {} vs {} us, +p99 {} vs {} us, cpu x{}",
+            f1(added(target, "p50_us")),
+            f1(added(other, "p50_us")),
+            f1(added(target, "p99_us")),
+            f1(added(other, "p99_us")),
+            f2(v(target, "cpu_s_per_10k")
+                .zip(v(other, "cpu_s_per_10k"))
+                .map(|(a, b)| a / b)),
+        );
+    }
 }
 
 /// Targets of the telemetry rows, in table order (`base` only with `--baseline`).
@@ -325,7 +440,7 @@ fn telemetry_table(t: &mut String, r: &Value) {
         "\nOpenTelemetry export, fixed upstream, JSON: off | traceidratio 0.01 (r0.01) and 1.0 (r1) to the \
          harness's OTLP sink | 1.0 to a sink that never answers (stall)"
     );
-    overhead_rows(t, r, &TELEMETRY_TARGETS);
+    overhead_rows(t, r, &TELEMETRY_TARGETS, "off");
     if let Some(exports) = r["exports"].as_object() {
         let _ = writeln!(
             t,
@@ -388,11 +503,15 @@ fn telemetry_table(t: &mut String, r: &Value) {
 }
 
 /// Rows of a part that measures what a feature costs: each load's targets with their added
-/// latency over direct, CPU per call, and both against `off` (the feature off).
-fn overhead_rows(t: &mut String, r: &Value, targets: &[&str]) {
+/// latency over direct, CPU per call, and both against `off` (the target without the
+/// feature: `off`, or `none`).
+fn overhead_rows(t: &mut String, r: &Value, targets: &[&str], off: &str) {
+    let cpu_off = format!("cpu/{off}");
+    let (p50_off, p99_off) = (format!("+p50-{off}"), format!("+p99-{off}"));
+    let (rw, ow) = (cpu_off.len().max(7), p50_off.len().max(8));
     let _ = writeln!(
         t,
-        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
         "load",
         "via",
         "p50 us",
@@ -401,9 +520,9 @@ fn overhead_rows(t: &mut String, r: &Value, targets: &[&str]) {
         "+p50",
         "+p99",
         "cpu s/10k",
-        "cpu/off",
-        "+p50-off",
-        "+p99-off",
+        cpu_off,
+        p50_off,
+        p99_off,
         "errors"
     );
     if let Some(load) = r["load"].as_object() {
@@ -418,16 +537,16 @@ fn overhead_rows(t: &mut String, r: &Value, targets: &[&str]) {
                         .flatten()
                 };
                 let over_off = |k: &str| {
-                    (proxied && *target != "off")
-                        .then(|| Some(v(target, k)? - v("off", k)?))
+                    (proxied && *target != off)
+                        .then(|| Some(v(target, k)? - v(off, k)?))
                         .flatten()
                 };
-                let cpu_ratio = (proxied && *target != "off")
-                    .then(|| Some(v(target, "cpu_s_per_10k")? / v("off", "cpu_s_per_10k")?))
+                let cpu_ratio = (proxied && *target != off)
+                    .then(|| Some(v(target, "cpu_s_per_10k")? / v(off, "cpu_s_per_10k")?))
                     .flatten();
                 let _ = writeln!(
                     t,
-                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>7} {:>8} {:>8} {:>6}",
+                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
                     if i == 0 { name.as_str() } else { "" },
                     target,
                     f1(v(target, "p50_us")),
@@ -513,6 +632,28 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
                     format!("inspector {name}: {t} cpu / off"),
                     cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
                 ));
+            }
+        }
+    }
+    for (part, off, rows) in [
+        ("limits", "none", &["limits", "circuit"][..]),
+        ("keys", "none", &["memory", "redis"][..]),
+    ] {
+        if let Some(load) = r[part]["load"].as_object() {
+            for (name, s) in load {
+                let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
+                for t in rows {
+                    out.push((
+                        format!("{part} {name}: {t} cpu / {off}"),
+                        v(t, "cpu_s_per_10k")
+                            .zip(v(off, "cpu_s_per_10k"))
+                            .map(|(a, b)| a / b),
+                    ));
+                    out.push((
+                        format!("{part} {name}: {t} +p50 us over {off}"),
+                        v(t, "p50_us").zip(v(off, "p50_us")).map(|(a, b)| a - b),
+                    ));
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::measure::{self, LoadSpec};
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::report;
 use crate::sink::{Mode, Sink};
-use crate::{inspector, telemetry};
+use crate::{inspector, keys, limits, telemetry};
 
 /// The testbed's SSE call: two progress notifications with no pause, then the result.
 const TESTBED_SSE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sse_drip","arguments":{"count":2,"interval_ms":0}}}"#;
@@ -162,6 +162,7 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
                         agents,
                         path,
                         body: body.clone(),
+                        keyed: &[],
                     };
                     let figures = measure::load(&rt, plan, &s.targets, &spec, tck)?;
                     load.insert(spec.name(), figures);
@@ -205,6 +206,7 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
                     agents,
                     path: "/mcp",
                     body: body.clone(),
+                    keyed: &[],
                 };
                 let figures = measure::load(&rt, plan, &s.targets, &spec, tck)?;
                 load.insert(spec.name(), figures);
@@ -223,6 +225,18 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         out.insert(
             "inspector".into(),
             inspector::run(&rt, plan, &scratch, tck).context("inspector part")?,
+        );
+    }
+    if plan.runs("limits") && !plan.train {
+        out.insert(
+            "limits".into(),
+            limits::run(&rt, plan, &scratch, tck).context("limits part")?,
+        );
+    }
+    if plan.runs("keys") && !plan.train {
+        out.insert(
+            "keys".into(),
+            keys::run(&rt, plan, &scratch, tck).context("keys part")?,
         );
     }
     if plan.train {

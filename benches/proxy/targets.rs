@@ -11,6 +11,9 @@ pub(crate) const TRACE_SAMPLED_CPU: f64 = 1.05;
 pub(crate) const TRACE_ALL_CPU: f64 = 1.5;
 /// CPU per call with the inspector on and a page reading it, against it off.
 pub(crate) const INSPECTOR_CPU: f64 = 1.05;
+/// CPU per call with a never-refusing `limits.calls` rule (and with the circuit too), against
+/// no limits.
+pub(crate) const LIMITS_CPU: f64 = 1.05;
 /// A collector that never answers, 1 agent: added p50 at most this × export off's, plus
 /// [`STALL_P50_SLACK_US`]. The 1-agent latencies of one build move a few µs between the
 /// interleaved rounds of one run; a stall that held calls up would add a request's whole wait.
@@ -118,7 +121,117 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
     ));
     telemetry(r, &mut out);
     inspector(r, &mut out);
+    limits(r, &mut out);
+    keys(r, &mut out);
     out
+}
+
+/// The limits part's targets: CPU per call with the rule (and the circuit) against none; and
+/// that the rule was on the benchmarked call's path without refusing any.
+fn limits(r: &Value, out: &mut Vec<Check>) {
+    for agents in [1, 64] {
+        let v = |x: &str, k: &str| {
+            num(
+                r,
+                &format!("/limits/load/fixed json c={agents}/targets/{x}/{k}"),
+            )
+        };
+        for target in ["limits", "circuit"] {
+            let cpu = |x: &str| v(x, "cpu_s_per_10k");
+            let rel = cpu(target).zip(cpu("none")).map(|(a, b)| a / b);
+            let over = |k: &str| v(target, k).zip(v("none", k)).map(|(a, b)| a - b);
+            out.push(check(
+                format!("limits c={agents}: {target} CPU/call <= {LIMITS_CPU:.2}x none"),
+                format!(
+                    "{} x ({} s vs {} s per 10k); +p50 {} us, +p99 {} us over none",
+                    f2(rel),
+                    f2(cpu(target)),
+                    f2(cpu("none")),
+                    f1(over("p50_us")),
+                    f1(over("p99_us")),
+                ),
+                rel.map(|x| x <= LIMITS_CPU),
+            ));
+        }
+    }
+    let matched = r.pointer("/limits/probe/matched").and_then(Value::as_bool);
+    let refused: Option<f64> = r
+        .pointer("/limits/counted")
+        .and_then(Value::as_object)
+        .map(|c| c.values().filter_map(|x| num(x, "/limit_hits")).sum());
+    let errors: Option<f64> = r
+        .pointer("/limits/load")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.values()
+                .filter_map(|s| s["targets"].as_object())
+                .flat_map(|t| t.values().filter_map(|x| num(x, "/errors")))
+                .sum()
+        });
+    out.push(check(
+        "limits: the rule matches the call, refuses none",
+        format!(
+            "probe {}, {} refused, {} errors",
+            match matched {
+                Some(true) => "refused its 2nd call",
+                Some(false) => "NOT REFUSED",
+                None => "n/a",
+            },
+            f0(refused),
+            f0(errors)
+        ),
+        matched
+            .zip(refused.zip(errors))
+            .map(|(m, (h, e))| m && h == 0.0 && e == 0.0),
+    ));
+}
+
+/// The keys part has no target on its cost; what it checks is that its figures are of keyed
+/// calls: each keyed process replays a key sent twice and counted no store error, no call
+/// failed, and Redis holds a key per keyed call measured through it.
+fn keys(r: &Value, out: &mut Vec<Check>) {
+    let Some(checked) = r.pointer("/keys/checked").and_then(Value::as_object) else {
+        out.push(check(
+            "keys: every keyed call claimed and stored",
+            "n/a".into(),
+            None,
+        ));
+        return;
+    };
+    let replayed = checked
+        .values()
+        .all(|c| c["replayed"].as_bool() == Some(true));
+    let store_errors: f64 = checked
+        .values()
+        .filter_map(|c| num(c, "/store_errors"))
+        .sum();
+    let errors: f64 = r
+        .pointer("/keys/load")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.values()
+                .filter_map(|s| s["targets"].as_object())
+                .flat_map(|t| t.values().filter_map(|x| num(x, "/errors")))
+                .sum()
+        })
+        .unwrap_or(f64::NAN);
+    let (keys, calls) = (
+        num(r, "/keys/redis/keys"),
+        num(r, "/keys/redis/keyed_calls_measured"),
+    );
+    let stored = keys.zip(calls).is_some_and(|(k, c)| k >= c);
+    out.push(check(
+        "keys: every keyed call claimed and stored",
+        format!(
+            "a repeat replayed: {}; {} store errors, {} errors; Redis {} keys for {} calls",
+            if replayed { "every process" } else { "NOT ALL" },
+            f0(Some(store_errors)),
+            f0(Some(errors)),
+            f0(keys),
+            f0(calls),
+        ),
+        Some(replayed && store_errors == 0.0 && errors == 0.0 && stored),
+    ));
 }
 
 /// The inspector part's targets: CPU per call with a page watching against the inspector off.

@@ -110,6 +110,7 @@ pub(crate) fn run(
                 agents,
                 path: "/json",
                 body: Bytes::from_static(TOOLS_CALL),
+                keyed: &[],
             };
             let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
             loads.insert(spec.name(), figures);
@@ -206,6 +207,7 @@ fn memory_run(rt: &Runtime, plan: &Plan, t: &Target) -> anyhow::Result<Value> {
         MEMORY_AGENTS,
         limit,
         plan.telemetry_calls,
+        false,
     ))?;
     std::thread::sleep(Duration::from_secs(1));
     let after = procs::rss_kib(&t.pids);
@@ -273,7 +275,7 @@ fn counters(rt: &Runtime, t: &Target) -> (Option<f64>, Option<f64>) {
 
 /// The sum of a family's samples in Prometheus text, over the series whose labels contain
 /// `label`.
-fn metric_sum(text: &str, family: &str, label: &str) -> f64 {
+pub(crate) fn metric_sum(text: &str, family: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {

@@ -6,7 +6,7 @@
 //! - `off`: strata as the other parts run it (no `inspector` section);
 //! - `on`: `inspector: { enabled: true }`, nobody reading;
 //! - `watched`: the same, with a [`Watcher`] doing what the page does: `GET /calls` once,
-//!   then the live stream (`/calls/stream`, every event read) and `/calls/counts` every 2 s;
+//!   then the live stream as the page reads it (`/calls/stream?max_rate=250`, every event read) and `/calls/counts` every 2 s;
 //! - `base` (with `--baseline`): the other binary, inspector off;
 //! - `direct`, for the added latency.
 
@@ -120,7 +120,8 @@ impl Watcher {
         let bytes = Arc::new(AtomicU64::new(0));
         let mut conn = TcpStream::connect(admin)?;
         conn.set_read_timeout(Some(Duration::from_millis(200)))?;
-        conn.write_all(b"GET /calls/stream HTTP/1.1\r\nHost: strata\r\n\r\n")?;
+        // As the page asks for it (its STREAM_MAX_RATE): strata samples past that rate.
+        conn.write_all(b"GET /calls/stream?max_rate=250 HTTP/1.1\r\nHost: strata\r\n\r\n")?;
         let stream = {
             let (stop, events, bytes) = (stop.clone(), events.clone(), bytes.clone());
             std::thread::spawn(move || follow(conn, &stop, &events, &bytes))

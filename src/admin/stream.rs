@@ -8,6 +8,12 @@
 //! `ADMIN_SEND_BUFFER`, and hyper's, `ADMIN_MAX_BUF`), then the body's short queue, then the
 //! pump's backlog; once [`STREAM_BACKLOG`] bytes wait there (or the feed overwrote events
 //! the pump had not taken) its connection is closed. A reader costs at most that backlog.
+//!
+//! `max_rate=N` (the page asks for it) caps a reader at about N events a second: past it, a
+//! tick's events are sampled, the calls that did not succeed kept first, then the newest, and
+//! an `event: skipped` (`data: {"skipped":K}`) says how many were left out. A sampled reader
+//! costs the calls little more than none: what a call costs a reader is its event's text and
+//! bytes on the socket, and past the cap neither is made.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -52,7 +58,8 @@ pub(super) fn stream(
         Err(message) => return bad_request(&message),
     };
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    tokio::spawn(pump(inspector.subscribe(), filter, tx, control.clone()));
+    let reader = Reader::new(filter);
+    tokio::spawn(pump(inspector.subscribe(), reader, tx, control.clone()));
     let mut response = Response::new(EventBody(rx).boxed_unsync());
     let headers = response.headers_mut();
     headers.insert(
@@ -74,9 +81,24 @@ enum Ended {
     Stopping,
 }
 
+/// What one reader asked for, and what its pump keeps between ticks.
+struct Reader {
+    filter: Filter,
+    /// Events a tick may send under `max_rate` (`None`: all), credited per tick.
+    allowance: Option<Allowance>,
+    /// The tick's events, reused.
+    picked: Vec<Arc<CallEntry>>,
+}
+
+/// Events a reader may still be sent: `per_tick` more each tick, a second's worth at most.
+struct Allowance {
+    per_tick: f64,
+    credit: f64,
+}
+
 async fn pump(
     mut feed: broadcast::Receiver<Arc<CallEntry>>,
-    filter: Filter,
+    mut reader: Reader,
     tx: mpsc::Sender<Bytes>,
     mut control: ConnControl,
 ) {
@@ -96,7 +118,7 @@ async fn pump(
                 _ => break Ended::Left,
             },
             () = tx.closed(), if backlog.is_empty() => break Ended::Left,
-            _ = tick.tick() => match take(&mut feed, &filter) {
+            _ = tick.tick() => match reader.take(&mut feed) {
                 Ok(None) => {}
                 Ok(Some(chunk)) if behind + chunk.len() > STREAM_BACKLOG => break Ended::Lagged,
                 Ok(Some(chunk)) => {
@@ -112,27 +134,85 @@ async fn pump(
     }
 }
 
-/// Every event the feed holds now that `filter` selects, as one chunk (`None`: none).
-///
-/// The pump comes for the feed on a tick rather than waiting on it: a wait would be a
-/// wake-up, a switch of threads, and a write to the reader's socket for every call, which
-/// at thousands of calls a second cost more than the calls themselves.
-fn take(
-    feed: &mut broadcast::Receiver<Arc<CallEntry>>,
-    filter: &Filter,
-) -> Result<Option<Bytes>, Ended> {
-    let now = SystemTime::now();
-    let mut chunk = String::new();
-    loop {
-        match feed.try_recv() {
-            Ok(entry) if filter.matches(&entry, now) => event(&entry, &mut chunk),
-            Ok(_) => {}
-            Err(TryRecvError::Empty) => break,
-            Err(TryRecvError::Lagged(_)) => return Err(Ended::Lagged),
-            Err(TryRecvError::Closed) => return Err(Ended::Stopping),
+impl Reader {
+    fn new(filter: Filter) -> Reader {
+        // A new reader may be sent a second's worth at once.
+        let allowance = filter.max_rate.map(|rate| Allowance {
+            per_tick: f64::from(rate) * STREAM_EVERY.as_secs_f64(),
+            credit: f64::from(rate),
+        });
+        Reader {
+            filter,
+            allowance,
+            picked: Vec::new(),
         }
     }
-    Ok((!chunk.is_empty()).then(|| Bytes::from(chunk)))
+
+    /// Every event the feed holds now that the filter selects (sampled under `max_rate`),
+    /// as one chunk (`None`: none).
+    ///
+    /// The pump comes for the feed on a tick rather than waiting on it: a wait would be a
+    /// wake-up, a switch of threads, and a write to the reader's socket for every call, which
+    /// at thousands of calls a second cost more than the calls themselves.
+    fn take(
+        &mut self,
+        feed: &mut broadcast::Receiver<Arc<CallEntry>>,
+    ) -> Result<Option<Bytes>, Ended> {
+        let now = SystemTime::now();
+        loop {
+            match feed.try_recv() {
+                Ok(entry) if self.filter.matches(&entry, now) => self.picked.push(entry),
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Lagged(_)) => return Err(Ended::Lagged),
+                Err(TryRecvError::Closed) => return Err(Ended::Stopping),
+            }
+        }
+        let skipped = match &mut self.allowance {
+            Some(allowance) => allowance.sample(&mut self.picked),
+            None => 0,
+        };
+        let mut chunk = String::new();
+        for entry in self.picked.drain(..) {
+            event(&entry, &mut chunk);
+        }
+        if skipped > 0 {
+            chunk.push_str("event: skipped\ndata: {\"skipped\":");
+            chunk.push_str(&skipped.to_string());
+            chunk.push_str("}\n\n");
+        }
+        Ok((!chunk.is_empty()).then(|| Bytes::from(chunk)))
+    }
+}
+
+impl Allowance {
+    /// Keeps in `picked` (in order) as many as the credit allows — the calls that did not
+    /// succeed first, then the newest — and says how many went.
+    fn sample(&mut self, picked: &mut Vec<Arc<CallEntry>>) -> usize {
+        self.credit = (self.credit + self.per_tick).min(self.per_tick / STREAM_EVERY.as_secs_f64());
+        // Whole events only: the credit is at most the rate, a `u32`.
+        let budget = self.credit.floor() as usize;
+        let total = picked.len();
+        if total <= budget {
+            self.credit -= total as f64;
+            return 0;
+        }
+        let mut keep = vec![false; total];
+        let mut left = budget;
+        for failures_only in [true, false] {
+            for (i, entry) in picked.iter().enumerate().rev() {
+                let eligible = !failures_only || !entry.outcome.succeeded();
+                if left > 0 && !keep[i] && eligible {
+                    keep[i] = true;
+                    left -= 1;
+                }
+            }
+        }
+        let mut kept = keep.into_iter();
+        picked.retain(|_| kept.next().unwrap_or(false));
+        self.credit -= budget as f64;
+        total - picked.len()
+    }
 }
 
 /// One call as an event, appended to `text`.
@@ -158,5 +238,68 @@ impl Body for EventBody {
         self.0
             .poll_recv(cx)
             .map(|event| event.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::classify::Outcome;
+    use crate::observe::call_record::CallRecord;
+
+    fn entries(outcomes: &[Outcome]) -> Vec<Arc<CallEntry>> {
+        let entry = |(seq, outcome): (usize, &Outcome)| {
+            let record = CallRecord::new("http://u", "tools/call", "1", *outcome, Duration::ZERO);
+            let seq = seq as u64;
+            Arc::new(CallEntry::new(
+                &record,
+                record.fields_text(),
+                seq,
+                SystemTime::now(),
+            ))
+        };
+        outcomes.iter().enumerate().map(entry).collect()
+    }
+
+    #[test]
+    fn past_the_rate_calls_that_failed_are_kept_first_then_the_newest() {
+        use Outcome::{HttpError, ToolError, ToolSuccess};
+        let mut allowance = Allowance {
+            per_tick: 0.5,
+            credit: 3.0,
+        };
+        let all = [
+            ToolSuccess,
+            HttpError,
+            ToolSuccess,
+            ToolSuccess,
+            ToolError,
+            ToolSuccess,
+        ];
+        let mut picked = entries(&all);
+        assert_eq!(allowance.sample(&mut picked), 3);
+        let seqs: Vec<u64> = picked.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 4, 5], "both failures, then the newest, in order");
+        // Half an event of credit left, and half a tick's: the next tick sends one of two.
+        let mut picked = entries(&[ToolSuccess, ToolSuccess]);
+        assert_eq!(allowance.sample(&mut picked), 1);
+        assert_eq!(picked[0].seq, 1, "the newest");
+        // None left: the tick after sends none.
+        let mut picked = entries(&[ToolSuccess]);
+        assert_eq!(allowance.sample(&mut picked), 1);
+        assert!(picked.is_empty());
+    }
+
+    #[test]
+    fn under_the_rate_every_call_is_sent() {
+        let mut allowance = Allowance {
+            per_tick: 2.5,
+            credit: 0.0,
+        };
+        let mut picked = entries(&[Outcome::Success, Outcome::Success]);
+        assert_eq!(allowance.sample(&mut picked), 0);
+        assert_eq!(picked.len(), 2);
     }
 }

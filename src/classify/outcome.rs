@@ -110,6 +110,11 @@ impl Outcome {
     }
 
     /// Parses a label value back (used by tests and the demo's table).
+    /// Whether the call succeeded: a valid result, and for tools/call `isError` not set.
+    pub const fn succeeded(self) -> bool {
+        matches!(self, Outcome::ToolSuccess | Outcome::Success)
+    }
+
     pub fn from_label(s: &str) -> Option<Outcome> {
         Outcome::ALL.into_iter().find(|o| o.as_str() == s)
     }

@@ -18,6 +18,8 @@ pub struct Filter {
     pub since: Option<Since>,
     /// Most records listed (`None`: as many as are kept).
     pub limit: Option<usize>,
+    /// The stream's: most events a second (`None`: every call); the rest are skipped.
+    pub max_rate: Option<u32>,
 }
 
 /// `since=`: records after a sequence number, or finished within a window.
@@ -66,10 +68,14 @@ impl Filter {
                 let limit = value.parse::<usize>().ok().filter(|&n| n > 0);
                 self.limit = Some(limit.ok_or_else(|| bad("a positive whole number"))?);
             }
+            "max_rate" => {
+                let rate = value.parse::<u32>().ok().filter(|&n| n > 0);
+                self.max_rate = Some(rate.ok_or_else(|| bad("a positive whole number"))?);
+            }
             _ => {
                 return Err(format!(
                     "unknown parameter {name:?}; known: outcome, layer, method, tool, client, \
-                     since, limit"
+                     since, limit, max_rate"
                 ));
             }
         }

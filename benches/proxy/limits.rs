@@ -72,6 +72,8 @@ pub(crate) fn run(
         None => None,
     };
     let none = start("none", &plan.strata, "")?;
+    // The same as `none`: how far two identical processes differ in this run.
+    let again = start("again", &plan.strata, "")?;
     let limits = start("limits", &plan.strata, &limited)?;
     let circuit = start("circuit", &plan.strata, &format!("{limited}{CIRCUIT}"))?;
     let direct = Target {
@@ -85,7 +87,7 @@ pub(crate) fn run(
     for agents in AGENTS {
         let mut targets = vec![direct.clone()];
         targets.extend(base.clone());
-        targets.extend([none.clone(), limits.clone(), circuit.clone()]);
+        targets.extend([none.clone(), again.clone(), limits.clone(), circuit.clone()]);
         let spec = LoadSpec {
             upstream: "fixed",
             kind: "json",

@@ -18,17 +18,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
 use crate::Plan;
-use crate::load::TOOLS_CALL;
-use crate::measure::{self, LoadSpec};
-use crate::procs::{self, Proc, Scratch, Target};
+use crate::measure;
+use crate::procs::{self, Proc, Scratch};
 
-/// Agents of the load rows.
-const AGENTS: [usize; 2] = [1, 64];
 /// How often the page asks for the counts.
 const COUNTS_EVERY: Duration = Duration::from_secs(2);
 /// The section the `on` and `watched` rows run with.
@@ -57,33 +53,12 @@ pub(crate) fn run(
     let off = start("off", &plan.strata, "")?;
     let on = start("on", &plan.strata, ENABLED)?;
     let watched = start("watched", &plan.strata, ENABLED)?;
-    let direct = Target {
-        name: "direct",
-        addr: up,
-        pids: Vec::new(),
-        admin: None,
-    };
-    std::thread::sleep(Duration::from_millis(500));
     let admin = watched
         .admin
         .context("the watched strata has no admin address")?;
     let watcher = Watcher::start(admin)?;
-    let mut loads = Map::new();
-    for agents in AGENTS {
-        let mut targets = vec![direct.clone()];
-        targets.extend(base.clone());
-        targets.extend([off.clone(), on.clone(), watched.clone()]);
-        let spec = LoadSpec {
-            upstream: "fixed",
-            kind: "json",
-            agents,
-            path: "/json",
-            body: Bytes::from_static(TOOLS_CALL),
-            keyed: &[],
-        };
-        let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
-        loads.insert(spec.name(), figures);
-    }
+    let rows = [&off, &on, &watched];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, &[], ticks_per_s)?;
     let seen = watcher.stop();
     eprintln!(
         "inspector watcher: {} call events read, {} count polls",

@@ -33,12 +33,10 @@ use tokio::runtime::Runtime;
 
 use crate::Plan;
 use crate::load::{self, IDEMPOTENCY_KEY, TOOLS_CALL};
-use crate::measure::{self, LoadSpec};
+use crate::measure;
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::telemetry::metric_sum;
 
-/// Agents of the load rows.
-const AGENTS: [usize; 2] = [1, 64];
 /// The targets whose calls carry a key.
 const KEYED: &[&str] = &["base", "memory", "redis"];
 /// The Redis ACL user the current build's store logs in as.
@@ -89,29 +87,8 @@ pub(crate) fn run(
             "idempotency: {{ store: \"redis://{REDIS_USER}:{password}@127.0.0.1:{port}/0\" }}\n"
         ),
     )?;
-    let direct = Target {
-        name: "direct",
-        addr: up,
-        pids: Vec::new(),
-        admin: None,
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let mut loads = Map::new();
-    for agents in AGENTS {
-        let mut targets = vec![direct.clone()];
-        targets.extend(base.clone());
-        targets.extend([none.clone(), memory.clone(), with_redis.clone()]);
-        let spec = LoadSpec {
-            upstream: "fixed",
-            kind: "json",
-            agents,
-            path: "/json",
-            body: Bytes::from_static(TOOLS_CALL),
-            keyed: KEYED,
-        };
-        let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
-        loads.insert(spec.name(), figures);
-    }
+    let rows = [&none, &memory, &with_redis];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, KEYED, ticks_per_s)?;
     // Keyed calls measured through Redis (the warm-ups' are stored too, and not counted here).
     let through_redis: u64 = loads
         .values()

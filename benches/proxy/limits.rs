@@ -26,12 +26,10 @@ use tokio::runtime::Runtime;
 
 use crate::Plan;
 use crate::load::{self, TOOLS_CALL};
-use crate::measure::{self, LoadSpec};
+use crate::measure;
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::telemetry::metric_sum;
 
-/// Agents of the load rows.
-const AGENTS: [usize; 2] = [1, 64];
 /// The tool [`TOOLS_CALL`] calls.
 const TOOL: &str = "ok";
 /// The rule of the `limits` and `circuit` rows: a slot and a token per call, never short of
@@ -76,29 +74,8 @@ pub(crate) fn run(
     let again = start("again", &plan.strata, "")?;
     let limits = start("limits", &plan.strata, &limited)?;
     let circuit = start("circuit", &plan.strata, &format!("{limited}{CIRCUIT}"))?;
-    let direct = Target {
-        name: "direct",
-        addr: up,
-        pids: Vec::new(),
-        admin: None,
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let mut loads = Map::new();
-    for agents in AGENTS {
-        let mut targets = vec![direct.clone()];
-        targets.extend(base.clone());
-        targets.extend([none.clone(), again.clone(), limits.clone(), circuit.clone()]);
-        let spec = LoadSpec {
-            upstream: "fixed",
-            kind: "json",
-            agents,
-            path: "/json",
-            body: Bytes::from_static(TOOLS_CALL),
-            keyed: &[],
-        };
-        let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
-        loads.insert(spec.name(), figures);
-    }
+    let rows = [&none, &again, &limits, &circuit];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, &[], ticks_per_s)?;
     let mut hits = Map::new();
     for t in base.iter().chain([&limits, &circuit]) {
         let text = rt

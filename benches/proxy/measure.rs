@@ -52,6 +52,44 @@ fn rotated(targets: &[Target], r: usize) -> impl Iterator<Item = (usize, &Target
 }
 
 /// Latency and throughput: warm-up, then `plan.rounds` interleaved rounds per target.
+/// A part's loads (inspector, limits, keys): JSON tools/call to the fixed upstream at 1 and
+/// 64 agents, through `rows` interleaved with `direct` (the upstream at `up`) and `base`
+/// when the run has one; `keyed`: rows whose calls carry a fresh `Idempotency-Key`.
+pub(crate) fn part_loads(
+    rt: &Runtime,
+    plan: &Plan,
+    up: std::net::SocketAddr,
+    base: Option<&Target>,
+    rows: &[&Target],
+    keyed: &'static [&'static str],
+    ticks_per_s: u64,
+) -> anyhow::Result<Map<String, Value>> {
+    let direct = Target {
+        name: "direct",
+        addr: up,
+        pids: Vec::new(),
+        admin: None,
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let mut loads = Map::new();
+    for agents in [1, 64] {
+        let mut targets = vec![direct.clone()];
+        targets.extend(base.cloned());
+        targets.extend(rows.iter().map(|t| (*t).clone()));
+        let spec = LoadSpec {
+            upstream: "fixed",
+            kind: "json",
+            agents,
+            path: "/json",
+            body: Bytes::from_static(load::TOOLS_CALL),
+            keyed,
+        };
+        let figures = self::load(rt, plan, &targets, &spec, ticks_per_s)?;
+        loads.insert(spec.name(), figures);
+    }
+    Ok(loads)
+}
+
 pub(crate) fn load(
     rt: &Runtime,
     plan: &Plan,

@@ -564,12 +564,7 @@ async fn limits_no_retry_goes_into_an_open_circuit() {
         2,
         "the third attempt was not sent"
     );
-    let rendered = strata.metrics.render();
-    let limited = [("reason", "limited")];
-    assert_eq!(
-        series(&rendered, "strata_retries_suppressed_total", &limited),
-        1.0
-    );
+    assert_eq!(retries_suppressed_by_limits(&strata), 1.0);
 }
 
 #[tokio::test]
@@ -604,12 +599,8 @@ async fn limits_a_retry_takes_a_token_and_without_one_is_not_made() {
         1,
         "the retry found no token"
     );
+    assert_eq!(retries_suppressed_by_limits(&strata), 1.0);
     let rendered = strata.metrics.render();
-    let limited = [("reason", "limited")];
-    assert_eq!(
-        series(&rendered, "strata_retries_suppressed_total", &limited),
-        1.0
-    );
     assert_eq!(
         series(&rendered, "strata_limit_hits_total", &[("limit", "rate")]),
         0.0
@@ -695,4 +686,11 @@ fn retry_reads_at_once(c: &mut strata::config::Config) {
         method: None,
         idempotent: true,
     }];
+}
+
+/// `strata_retries_suppressed_total{reason="limited"}`: retries a limit or the circuit stopped.
+fn retries_suppressed_by_limits(strata: &strata::app::Running) -> f64 {
+    let rendered = strata.metrics.render();
+    let limited = [("reason", "limited")];
+    series(&rendered, "strata_retries_suppressed_total", &limited)
 }

@@ -99,10 +99,13 @@ impl Metas {
     /// The answer's head arrived: each call's trace notes it.
     fn response_head(&mut self, status: u16) {
         let now = Instant::now();
-        let traces = self.first.iter_mut().chain(self.rest.iter_mut());
-        for trace in traces.filter_map(|m| m.trace.as_mut()) {
+        for trace in self.iter_mut().filter_map(|m| m.trace.as_mut()) {
             trace.response_head(status, now);
         }
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut CallMeta> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
     }
 
     fn get(&self, i: usize) -> Option<&CallMeta> {
@@ -244,10 +247,8 @@ impl CallTracker {
     /// strata refuses the call itself (`by` that limit): its answer follows as a body.
     pub(crate) fn refused(&mut self, by: RefusedBy) {
         self.refused_by = Some(by);
-        for i in 0..self.meta.len() {
-            if let Some(meta) = self.meta.get_mut(i) {
-                meta.attempts = 0;
-            }
+        for meta in self.meta.iter_mut() {
+            meta.attempts = 0;
         }
     }
 

@@ -23,7 +23,7 @@ use tokio::runtime::Runtime;
 
 use crate::Plan;
 use crate::measure;
-use crate::procs::{self, Proc, Scratch};
+use crate::procs::{self, Scratch};
 
 /// How often the page asks for the counts.
 const COUNTS_EVERY: Duration = Duration::from_secs(2);
@@ -39,32 +39,26 @@ pub(crate) fn run(
     let (_up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
     let dir = scratch.path();
-    let mut procs: Vec<Proc> = Vec::new();
-    let mut start = |name: &'static str, bin: &std::path::Path, extra: &str| {
-        let (p, t) = procs::strata(name, bin, &up_url, dir, &format!("inspector-{name}"), extra)
-            .with_context(|| format!("inspector row {name}"))?;
-        procs.push(p);
-        anyhow::Ok(t)
-    };
+    let mut rows = procs::Rows::new("inspector", up_url, dir);
     let base = match &plan.baseline {
-        Some(bin) => Some(start("base", bin, "")?),
+        Some(bin) => Some(rows.start("base", bin, "")?),
         None => None,
     };
-    let off = start("off", &plan.strata, "")?;
-    let on = start("on", &plan.strata, ENABLED)?;
-    let watched = start("watched", &plan.strata, ENABLED)?;
+    let off = rows.start("off", &plan.strata, "")?;
+    let on = rows.start("on", &plan.strata, ENABLED)?;
+    let watched = rows.start("watched", &plan.strata, ENABLED)?;
     let admin = watched
         .admin
         .context("the watched strata has no admin address")?;
     let watcher = Watcher::start(admin)?;
-    let rows = [&off, &on, &watched];
-    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, &[], ticks_per_s)?;
+    let measured = [&off, &on, &watched];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &measured, &[], ticks_per_s)?;
     let seen = watcher.stop();
     eprintln!(
         "inspector watcher: {} call events read, {} count polls",
         seen.events, seen.polls
     );
-    drop(procs);
+    drop(rows);
     Ok(json!({
         "load": loads,
         "watcher": { "events": seen.events, "polls": seen.polls, "bytes": seen.bytes },

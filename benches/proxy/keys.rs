@@ -34,7 +34,7 @@ use tokio::runtime::Runtime;
 use crate::Plan;
 use crate::load::{self, IDEMPOTENCY_KEY, TOOLS_CALL};
 use crate::measure;
-use crate::procs::{self, Proc, Scratch, Target};
+use crate::procs::{self, Scratch, Target};
 use crate::telemetry::metric_sum;
 
 /// The targets whose calls carry a key.
@@ -62,33 +62,27 @@ pub(crate) fn run(
         .context("redis-server (apt-get install redis-server, or --redis-server PATH)")?;
     let (up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
-    let mut procs: Vec<Proc> = Vec::new();
-    let mut start = |name: &'static str, bin: &std::path::Path, extra: &str| {
-        let (p, t) = procs::strata(name, bin, &up_url, dir, &format!("keys-{name}"), extra)
-            .with_context(|| format!("keys row {name}"))?;
-        procs.push(p);
-        anyhow::Ok(t)
-    };
+    let mut rows = procs::Rows::new("keys", up_url, dir);
     let port = redis.port();
     let base = match &plan.baseline {
-        Some(bin) => Some(start(
+        Some(bin) => Some(rows.start(
             "base",
             bin,
             &format!("idempotency: {{ store: \"redis://127.0.0.1:{port}/0\" }}\n"),
         )?),
         None => None,
     };
-    let none = start("none", &plan.strata, "")?;
-    let memory = start("memory", &plan.strata, "")?;
-    let with_redis = start(
+    let none = rows.start("none", &plan.strata, "")?;
+    let memory = rows.start("memory", &plan.strata, "")?;
+    let with_redis = rows.start(
         "redis",
         &plan.strata,
         &format!(
             "idempotency: {{ store: \"redis://{REDIS_USER}:{password}@127.0.0.1:{port}/0\" }}\n"
         ),
     )?;
-    let rows = [&none, &memory, &with_redis];
-    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, KEYED, ticks_per_s)?;
+    let measured = [&none, &memory, &with_redis];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &measured, KEYED, ticks_per_s)?;
     // Keyed calls measured through Redis (the warm-ups' are stored too, and not counted here).
     let through_redis: u64 = loads
         .values()
@@ -116,7 +110,7 @@ pub(crate) fn run(
     eprintln!(
         "keys: Redis holds {redis_keys} keys for {through_redis} keyed calls measured through it; {checked:?}"
     );
-    drop(procs);
+    drop(rows);
     drop(up_proc);
     drop(redis_proc);
     Ok(json!({

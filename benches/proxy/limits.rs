@@ -27,7 +27,7 @@ use tokio::runtime::Runtime;
 use crate::Plan;
 use crate::load::{self, TOOLS_CALL};
 use crate::measure;
-use crate::procs::{self, Proc, Scratch, Target};
+use crate::procs::{self, Scratch, Target};
 use crate::telemetry::metric_sum;
 
 /// The tool [`TOOLS_CALL`] calls.
@@ -52,30 +52,24 @@ pub(crate) fn run(
     let up_url = format!("http://{up}");
     let dir = scratch.path();
     let limited = procs::limits_yaml(RULE);
-    let mut procs: Vec<Proc> = Vec::new();
-    let mut start = |name: &'static str, bin: &std::path::Path, extra: &str| {
-        let (p, t) = procs::strata(name, bin, &up_url, dir, &format!("limits-{name}"), extra)
-            .with_context(|| format!("limits row {name}"))?;
-        procs.push(p);
-        anyhow::Ok(t)
-    };
-    let probe = start("probe", &plan.strata, &procs::limits_yaml(PROBE_RULE))?;
+    let mut rows = procs::Rows::new("limits", up_url, dir);
+    let probe = rows.start("probe", &plan.strata, &procs::limits_yaml(PROBE_RULE))?;
     let probed = probe_rule(rt, &probe).context("the probe strata")?;
     eprintln!(
         "limits probe: first call {}, second {}",
         probed["first"], probed["second"]
     );
     let base = match &plan.baseline {
-        Some(bin) => Some(start("base", bin, &limited)?),
+        Some(bin) => Some(rows.start("base", bin, &limited)?),
         None => None,
     };
-    let none = start("none", &plan.strata, "")?;
+    let none = rows.start("none", &plan.strata, "")?;
     // The same as `none`: how far two identical processes differ in this run.
-    let again = start("again", &plan.strata, "")?;
-    let limits = start("limits", &plan.strata, &limited)?;
-    let circuit = start("circuit", &plan.strata, &format!("{limited}{CIRCUIT}"))?;
-    let rows = [&none, &again, &limits, &circuit];
-    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &rows, &[], ticks_per_s)?;
+    let again = rows.start("again", &plan.strata, "")?;
+    let limits = rows.start("limits", &plan.strata, &limited)?;
+    let circuit = rows.start("circuit", &plan.strata, &format!("{limited}{CIRCUIT}"))?;
+    let measured = [&none, &again, &limits, &circuit];
+    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &measured, &[], ticks_per_s)?;
     let mut hits = Map::new();
     for t in base.iter().chain([&limits, &circuit]) {
         let text = rt
@@ -90,7 +84,7 @@ pub(crate) fn run(
         );
     }
     eprintln!("limits: refusals and calls counted by the measured processes: {hits:?}");
-    drop(procs);
+    drop(rows);
     Ok(json!({
         "tool": TOOL,
         "rule": RULE,

@@ -161,6 +161,40 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
 /// section of its own replaces the default one, and keeps [`MAX_CONNECTIONS`] in it (the limits
 /// part: [`limits_yaml`]). No `OTEL_*` variable of the harness's environment reaches strata:
 /// they could turn export on where a row has it off.
+/// A part's strata processes, each a row of its table, started against one upstream and
+/// ended together when this drops.
+pub(crate) struct Rows<'a> {
+    part: &'static str,
+    upstream: String,
+    dir: &'a Path,
+    procs: Vec<Proc>,
+}
+
+impl<'a> Rows<'a> {
+    pub(crate) fn new(part: &'static str, upstream: String, dir: &'a Path) -> Rows<'a> {
+        Rows {
+            part,
+            upstream,
+            dir,
+            procs: Vec::new(),
+        }
+    }
+
+    /// Starts `bin` as row `name`, the default config plus `extra`.
+    pub(crate) fn start(
+        &mut self,
+        name: &'static str,
+        bin: &Path,
+        extra: &str,
+    ) -> anyhow::Result<Target> {
+        let tag = format!("{}-{name}", self.part);
+        let (p, t) = strata(name, bin, &self.upstream, self.dir, &tag, extra)
+            .with_context(|| format!("{} row {name}", self.part))?;
+        self.procs.push(p);
+        Ok(t)
+    }
+}
+
 pub(crate) fn strata(
     name: &'static str,
     bin: &Path,

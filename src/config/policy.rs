@@ -1,6 +1,7 @@
 //! Typed settings of the retry and idempotency policy (`retry`, `tools`, `trust_annotations`,
 //! `idempotency`). Plain data; `policy/` builds the runtime from it.
 
+use std::str::Chars;
 use std::time::Duration;
 
 use super::redis::RedisConfig;
@@ -133,31 +134,33 @@ impl Glob {
     }
 
     /// Whether `text` matches (iterative, with one backtrack point: linear in practice).
+    /// Walks both strings by `char` in place: it runs for every limited call, and allocates
+    /// nothing.
     pub fn matches(&self, text: &str) -> bool {
-        let (p, t): (Vec<char>, Vec<char>) = (self.0.chars().collect(), text.chars().collect());
-        let (mut pi, mut ti) = (0, 0);
-        let mut star: Option<(usize, usize)> = None;
-        while ti < t.len() {
-            match p.get(pi) {
-                Some('*') => {
-                    star = Some((pi, ti));
-                    pi += 1;
+        let (mut p, mut t) = (self.0.chars(), text.chars());
+        // After the last `*`: the pattern past it, and where in `text` it was tried last.
+        let mut star: Option<(Chars<'_>, Chars<'_>)> = None;
+        loop {
+            match (p.clone().next(), t.clone().next()) {
+                (Some('*'), _) => {
+                    p.next();
+                    star = Some((p.clone(), t.clone()));
                 }
-                Some(&c) if c == '?' || c == t[ti] => {
-                    pi += 1;
-                    ti += 1;
+                (Some(c), Some(x)) if c == '?' || c == x => {
+                    p.next();
+                    t.next();
                 }
-                _ => match star {
-                    Some((sp, st)) => {
-                        pi = sp + 1;
-                        ti = st + 1;
-                        star = Some((sp, st + 1));
+                (_, None) => return p.all(|c| c == '*'),
+                _ => match &mut star {
+                    // The `*` takes one more char of `text`, and the rest is tried again.
+                    Some((after, tried)) => {
+                        tried.next();
+                        (p, t) = (after.clone(), tried.clone());
                     }
                     None => return false,
                 },
             }
         }
-        p[pi..].iter().all(|&c| c == '*')
     }
 }
 
@@ -223,5 +226,12 @@ mod tests {
         assert!(Glob::new("r??d").matches("read"));
         assert!(!Glob::new("r??d").matches("rd"));
         assert!(Glob::new("*_get").matches("github_issue_get"));
+        assert!(!Glob::new("*_get").matches("github_get_issue"));
+        assert!(Glob::new("*a").matches("aaa") && !Glob::new("a*a").matches("a"));
+        assert!(Glob::new("**").matches("x") && Glob::new("x**").matches("x"));
+        assert!(!Glob::new("").matches("x") && Glob::new("").matches(""));
+        // `?` is one char, not one byte.
+        assert!(Glob::new("caf?").matches("café") && !Glob::new("caf??").matches("café"));
+        assert!(Glob::new("*é*").matches("résumé") && !Glob::new("*é").matches("résume"));
     }
 }

@@ -150,10 +150,9 @@ impl Proxy {
             if let Some(recorder) = capture {
                 call.capture_into(recorder);
             }
-            // Boxed: only with limits on, and its wait's room would be in every call's future.
+            // Not boxed: a limiter boxes only a call's wait (`Limiter::admit`).
             if let Some(limits) = &self.limits
-                && let Err(refused) =
-                    Box::pin(self.limit(limits, &mut call, admitted.sse_only)).await
+                && let Err(refused) = self.limit(limits, &mut call, admitted.sse_only).await
             {
                 return Answer::own(refused);
             }
@@ -404,20 +403,25 @@ impl Proxy {
     }
 }
 
-/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard.
+/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard. One
+/// pass over the bytes: it runs for every call while limits are on.
 fn accepts_only_sse(accept: Option<&[u8]>) -> bool {
-    let Some(accept) = accept.and_then(|a| std::str::from_utf8(a).ok()) else {
+    let Some(accept) = accept else {
         return false;
     };
-    let types = || {
-        accept
-            .split(',')
-            .map(|t| t.split(';').next().unwrap_or("").trim())
-    };
-    types().any(|t| t.eq_ignore_ascii_case("text/event-stream"))
-        && !types().any(|t| {
-            t.eq_ignore_ascii_case("application/json") || t == "*/*" || t == "application/*"
-        })
+    let mut sse = false;
+    for item in accept.split(|&b| b == b',') {
+        let media = item.split(|&b| b == b';').next().unwrap_or_default();
+        let media = media.trim_ascii();
+        if media.eq_ignore_ascii_case(b"application/json")
+            || media == b"*/*"
+            || media == b"application/*"
+        {
+            return false;
+        }
+        sse |= media.eq_ignore_ascii_case(b"text/event-stream");
+    }
+    sse
 }
 
 impl ReadBody {
@@ -577,5 +581,24 @@ impl Proxy {
             self.ctx().clone(),
             recorder,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_only_sse;
+
+    #[test]
+    fn only_an_accept_without_json_or_a_wildcard_is_sse_only() {
+        let only = |v: &str| accepts_only_sse(Some(v.as_bytes()));
+        assert!(only("text/event-stream"));
+        assert!(only(" Text/Event-Stream ; q=1"));
+        assert!(!only("application/json, text/event-stream"));
+        assert!(!only("text/event-stream, APPLICATION/JSON;q=0.5"));
+        assert!(!only("text/event-stream, */*"));
+        assert!(!only("text/event-stream,application/*"));
+        assert!(!only("application/json"));
+        assert!(!only(""));
+        assert!(!accepts_only_sse(None));
     }
 }

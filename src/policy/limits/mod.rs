@@ -97,12 +97,14 @@ impl CallLimits {
         limiter: Option<Arc<Limiter>>,
         tool_call: bool,
     ) -> Result<Admission, Refusal> {
+        // One read of the clock for the call, unless the limiter made it wait.
+        let mut now = Instant::now();
         let slot = match &limiter {
-            Some(limiter) => limiter.admit(tool_call).await?,
+            Some(limiter) => limiter.admit(tool_call, &mut now).await?,
             None => None,
         };
         let circuit = match &self.circuit {
-            Some((circuit, config)) => match circuit.admit(Instant::now()) {
+            Some((circuit, config)) => match circuit.admit(now) {
                 Ok(pass) => Some(Ticket::new(circuit.clone(), pass)),
                 Err(retry_after) => {
                     if let Some(limiter) = &limiter {

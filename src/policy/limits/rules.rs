@@ -77,21 +77,37 @@ impl Limiter {
     }
 
     /// A slot (when the rule limits concurrency) and a token (when it limits the rate),
-    /// each waited for within the rule's `queue`; or the refusal, with nothing held.
-    pub async fn admit(&self, tool_call: bool) -> Result<Option<Slot>, Refusal> {
-        let started = Instant::now();
+    /// each waited for within the rule's `queue`; or the refusal, with nothing held. `now`:
+    /// the time the call arrived, read again after a wait, so the circuit is asked at the
+    /// time the limiter let the call go.
+    ///
+    /// A wait (its timer and notice) is boxed: only a call that queues takes its room, and
+    /// the future of a call that passes at once stays small enough not to be boxed itself.
+    pub async fn admit(&self, tool_call: bool, now: &mut Instant) -> Result<Option<Slot>, Refusal> {
+        let started = *now;
         let slot = match &self.slots {
-            Some(slots) => match slots.take_within(self.queue).await {
+            Some(slots) => match slots.try_take() {
                 Some(slot) => Some(slot),
-                None => return Err(self.refusal(Reason::Concurrency(slots.max()), tool_call)),
+                None => match Box::pin(slots.take_within(self.queue)).await {
+                    Some(slot) => {
+                        *now = Instant::now();
+                        Some(slot)
+                    }
+                    None => return Err(self.refusal(Reason::Concurrency(slots.max()), tool_call)),
+                },
             },
             None => None,
         };
-        let left = self.queue.saturating_sub(started.elapsed());
+        let left = self
+            .queue
+            .saturating_sub(now.saturating_duration_since(started));
         if let Some((bucket, rate)) = &self.bucket {
-            match bucket.take(Instant::now(), left) {
+            match bucket.take(*now, left) {
                 Ok(wait) if wait.is_zero() => {}
-                Ok(wait) => tokio::time::sleep(wait).await,
+                Ok(wait) => {
+                    Box::pin(tokio::time::sleep(wait)).await;
+                    *now = Instant::now();
+                }
                 Err(due) => {
                     let mut refusal = self.refusal(Reason::Rate(*rate), tool_call);
                     refusal.retry_after = due;
@@ -160,11 +176,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_call_past_the_slots_is_refused_with_nothing_held() {
         let limiter = rule(Some("*"), None).limiter().clone();
-        let held = limiter.admit(true).await.unwrap();
-        let refused = limiter.admit(true).await.unwrap_err();
+        let held = limiter.admit(true, &mut Instant::now()).await.unwrap();
+        let refused = limiter.admit(true, &mut Instant::now()).await.unwrap_err();
         assert_eq!(refused.reason, Reason::Concurrency(1));
         assert_eq!(refused.form, RefuseAs::ToolError);
         drop(held);
-        assert!(limiter.admit(true).await.unwrap().is_some());
+        assert!(
+            limiter
+                .admit(true, &mut Instant::now())
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 }

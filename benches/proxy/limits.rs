@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use tokio::runtime::Runtime;
 
 use crate::Plan;
+use crate::instructions::{self, Counting, Row};
 use crate::load::{self, TOOLS_CALL};
 use crate::measure;
 use crate::procs::{self, Scratch, Target};
@@ -52,7 +53,7 @@ pub(crate) fn run(
     let up_url = format!("http://{up}");
     let dir = scratch.path();
     let limited = procs::limits_yaml(RULE);
-    let mut rows = procs::Rows::new("limits", up_url, dir);
+    let mut rows = procs::Rows::new("limits", up_url.clone(), dir);
     let probe = rows.start("probe", &plan.strata, &procs::limits_yaml(PROBE_RULE))?;
     let probed = probe_rule(rt, &probe).context("the probe strata")?;
     eprintln!(
@@ -85,6 +86,7 @@ pub(crate) fn run(
     }
     eprintln!("limits: refusals and calls counted by the measured processes: {hits:?}");
     drop(rows);
+    let counted = count_instructions(rt, plan, &up_url, dir, &limited)?;
     Ok(json!({
         "tool": TOOL,
         "rule": RULE,
@@ -92,7 +94,53 @@ pub(crate) fn run(
         "probe": probed,
         "counted": hits,
         "load": loads,
+        "instructions": counted,
     }))
+}
+
+/// The rows' instructions per call (none, again, limits, circuit) at 1 and 64 agents, counted
+/// by Cachegrind where valgrind is installed: the cost a rule and the circuit add, far below
+/// what CPU time per call resolves on a shared machine.
+fn count_instructions(
+    rt: &Runtime,
+    plan: &Plan,
+    upstream: &str,
+    dir: &std::path::Path,
+    limited: &str,
+) -> anyhow::Result<Value> {
+    if !instructions::available() {
+        eprintln!("limits: valgrind not found; instructions per call not counted");
+        return Ok(json!(null));
+    }
+    let circuit = format!("{limited}{CIRCUIT}");
+    let rows = [
+        Row {
+            name: "none",
+            extra: "",
+        },
+        Row {
+            name: "again",
+            extra: "",
+        },
+        Row {
+            name: "limits",
+            extra: limited,
+        },
+        Row {
+            name: "circuit",
+            extra: &circuit,
+        },
+    ];
+    let counting = Counting {
+        part: "limits",
+        upstream,
+        dir,
+        bin: &plan.strata,
+        calls: if plan.quick { 200 } else { 5_000 },
+    };
+    counting
+        .per_call(rt, &rows, &[1, 64])
+        .context("instruction counts")
 }
 
 /// Two calls through the probe: what each was answered (`passed`, or the `x-strata-error`

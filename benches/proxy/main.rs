@@ -15,6 +15,7 @@
 
 mod hist;
 mod inspector;
+mod instructions;
 mod keys;
 mod limits;
 mod load;

@@ -151,16 +151,6 @@ pub(crate) fn testbed(strata: &Path) -> anyhow::Result<(Proc, SocketAddr)> {
     Ok((proc, addr))
 }
 
-/// strata in front of `upstream`, with the default config except what the bench needs.
-///
-/// The per-call log stays on (`log.level: info`, JSON): it is a feature every deployment
-/// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
-///
-/// `upstream`: its URL. `extra`: more YAML lines, appended (training a profile: other
-/// settings' paths; the telemetry rows: [`telemetry_yaml`]). An `extra` with a `limits:`
-/// section of its own replaces the default one, and keeps [`MAX_CONNECTIONS`] in it (the limits
-/// part: [`limits_yaml`]). No `OTEL_*` variable of the harness's environment reaches strata:
-/// they could turn export on where a row has it off.
 /// A part's strata processes, each a row of its table, started against one upstream and
 /// ended together when this drops.
 pub(crate) struct Rows<'a> {
@@ -187,15 +177,50 @@ impl<'a> Rows<'a> {
         bin: &Path,
         extra: &str,
     ) -> anyhow::Result<Target> {
+        self.start_under(&[], name, bin, extra)
+    }
+
+    /// As [`Rows::start`], with `bin` run by the command `under` (a tool and its options).
+    pub(crate) fn start_under(
+        &mut self,
+        under: &[String],
+        name: &'static str,
+        bin: &Path,
+        extra: &str,
+    ) -> anyhow::Result<Target> {
         let tag = format!("{}-{name}", self.part);
-        let (p, t) = strata(name, bin, &self.upstream, self.dir, &tag, extra)
+        let (p, t) = strata_under(under, name, bin, &self.upstream, self.dir, &tag, extra)
             .with_context(|| format!("{} row {name}", self.part))?;
         self.procs.push(p);
         Ok(t)
     }
 }
 
+/// strata in front of `upstream`, with the default config except what the bench needs.
+///
+/// The per-call log stays on (`log.level: info`, JSON): it is a feature every deployment
+/// runs with. Its lines go to stdout, which is /dev/null here, as nginx's access log is.
+///
+/// `upstream`: its URL. `extra`: more YAML lines, appended (training a profile: other
+/// settings' paths; the telemetry rows: [`telemetry_yaml`]). An `extra` with a `limits:`
+/// section of its own replaces the default one, and keeps [`MAX_CONNECTIONS`] in it (the limits
+/// part: [`limits_yaml`]). No `OTEL_*` variable of the harness's environment reaches strata:
+/// they could turn export on where a row has it off.
 pub(crate) fn strata(
+    name: &'static str,
+    bin: &Path,
+    upstream: &str,
+    dir: &Path,
+    tag: &str,
+    extra: &str,
+) -> anyhow::Result<(Proc, Target)> {
+    strata_under(&[], name, bin, upstream, dir, tag, extra)
+}
+
+/// [`strata`], run by the command `under` when it is not empty (`valgrind` and its options:
+/// the instruction counts of the limits part).
+fn strata_under(
+    under: &[String],
     name: &'static str,
     bin: &Path,
     upstream: &str,
@@ -229,7 +254,14 @@ pub(crate) fn strata(
     )?;
     let stderr_path = dir.join(format!("strata-{tag}.stderr"));
     let stderr = std::fs::File::create(&stderr_path)?;
-    let mut command = Command::new(bin);
+    let mut command = match under.split_first() {
+        Some((tool, options)) => {
+            let mut c = Command::new(tool);
+            c.args(options).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("OTEL_") {
             command.env_remove(name);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::Plan;
-use crate::targets::{Check, checks, f0, f1, f2};
+use crate::targets::{Check, checks, f0, f1, f2, f3};
 
 /// Every target a run can have, in table order (`base` only with `--baseline`).
 const TARGETS: [&str; 4] = ["direct", "nginx", "base", "strata"];
@@ -348,6 +348,7 @@ fn limits_table(t: &mut String, r: &Value) {
             "THE RULE DOES NOT MATCH THE BENCHMARKED CALL"
         },
     );
+    instruction_rows(t, &r["instructions"]);
     if let Some(counted) = r["counted"].as_object() {
         let each: Vec<String> = counted
             .iter()
@@ -364,6 +365,31 @@ fn limits_table(t: &mut String, r: &Value) {
             "  refused while measured (strata_limit_hits_total of strata_calls_total, warm-ups included): {}",
             each.join(", ")
         );
+    }
+}
+
+/// The limits part's instruction counts: each row's user-space instructions a call, and its
+/// ratio to `none`'s (`instructions.rs`); a line saying why when valgrind was not there.
+fn instruction_rows(t: &mut String, r: &Value) {
+    let Some(agents) = r["agents"].as_object() else {
+        let _ = writeln!(t, "  instructions a call: not counted (no valgrind)");
+        return;
+    };
+    let _ = writeln!(
+        t,
+        "  instructions a call (Cachegrind, user space, {} calls a row; x: over none):",
+        f0(num(r, "/calls"))
+    );
+    for (name, rows) in agents {
+        let per_call = |x: &str| num(rows, &format!("/{x}/per_call"));
+        let each: Vec<String> = ["none", "again", "limits", "circuit"]
+            .iter()
+            .map(|x| {
+                let rel = per_call(x).zip(per_call("none")).map(|(a, b)| a / b);
+                format!("{x} {} (x{})", f0(per_call(x)), f3(rel))
+            })
+            .collect();
+        let _ = writeln!(t, "    {name}: {}", each.join(" | "));
     }
 }
 

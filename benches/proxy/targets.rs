@@ -126,6 +126,35 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
     out
 }
 
+/// The limits part's instruction counts (where valgrind ran): a call's user-space
+/// instructions with the rule (and the circuit) against none, the measure that resolves a cost
+/// of a few percent where CPU time per call does not.
+fn limits_instructions(r: &Value, out: &mut Vec<Check>) {
+    let Some(agents) = r
+        .pointer("/limits/instructions/agents")
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    for (name, rows) in agents {
+        let per_call = |x: &str| num(rows, &format!("/{x}/per_call"));
+        for target in ["limits", "circuit"] {
+            let rel = per_call(target).zip(per_call("none")).map(|(a, b)| a / b);
+            out.push(check(
+                format!("limits {name}: {target} instructions/call <= {LIMITS_CPU:.2}x none"),
+                format!(
+                    "{} x ({} vs {} a call; again {})",
+                    f3(rel),
+                    f0(per_call(target)),
+                    f0(per_call("none")),
+                    f0(per_call("again")),
+                ),
+                rel.map(|x| x <= LIMITS_CPU),
+            ));
+        }
+    }
+}
+
 /// The limits part's targets: CPU per call with the rule (and the circuit) against none; and
 /// that the rule was on the benchmarked call's path without refusing any.
 fn limits(r: &Value, out: &mut Vec<Check>) {
@@ -154,6 +183,7 @@ fn limits(r: &Value, out: &mut Vec<Check>) {
             ));
         }
     }
+    limits_instructions(r, out);
     let matched = r.pointer("/limits/probe/matched").and_then(Value::as_bool);
     let refused: Option<f64> = r
         .pointer("/limits/counted")
@@ -324,4 +354,7 @@ pub(crate) fn f1(x: Option<f64>) -> String {
 }
 pub(crate) fn f2(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |x| format!("{x:.2}"))
+}
+pub(crate) fn f3(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.3}"))
 }

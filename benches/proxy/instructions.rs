@@ -4,8 +4,8 @@
 //! percent of a call cannot be told from noise by it. An instruction count hardly moves: it
 //! does not depend on the machine's load, only on the work done.
 //!
-//! Each row is a strata process under Cachegrind; an `idle` one of the first row's config runs
-//! beside them, started and ended with them, and gets no call. Every row gets the same number
+//! Each row is a strata process under Cachegrind; an `idle` one of the first row's binary and
+//! config runs beside them, started and ended with them, and gets no call. Every row gets the same number
 //! of calls at a given number of agents (one set of processes per agent count), so a row's
 //! count less `idle`'s, over its calls, is the user-space instructions of one call. The
 //! kernel's part of a call (its syscalls, the same in every row) is not counted: the ratio of
@@ -45,19 +45,19 @@ pub(crate) fn available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// A row: its name and the YAML lines added to the default config.
+/// A row: its name, its binary and the YAML lines added to the default config.
 pub(crate) struct Row<'a> {
     pub(crate) name: &'static str,
+    pub(crate) bin: &'a Path,
     pub(crate) extra: &'a str,
 }
 
 /// What the counted processes share: the part they belong to, their upstream, the scratch
-/// directory for configs and counts, the binary, and how many calls each row is given.
+/// directory for configs and counts, and how many calls each row is given.
 pub(crate) struct Counting<'a> {
     pub(crate) part: &'static str,
     pub(crate) upstream: &'a str,
     pub(crate) dir: &'a Path,
-    pub(crate) bin: &'a Path,
     pub(crate) calls: u64,
 }
 
@@ -86,13 +86,15 @@ impl Counting<'_> {
             self.dir
                 .join(format!("cachegrind-{part}-c{agents}-{name}.out"))
         };
-        let idle_extra = rows.first().map_or("", |r| r.extra);
+        let Some(first) = rows.first() else {
+            bail!("no row to count");
+        };
         let mut procs = Rows::new(self.part, self.upstream.to_owned(), self.dir);
-        procs.start_under(&cachegrind(&file("idle")), "idle", self.bin, idle_extra)?;
+        procs.start_under(&cachegrind(&file("idle")), "idle", first.bin, first.extra)?;
         let mut targets = Vec::with_capacity(rows.len());
         for row in rows {
             let under = cachegrind(&file(row.name));
-            targets.push(procs.start_under(&under, row.name, self.bin, row.extra)?);
+            targets.push(procs.start_under(&under, row.name, row.bin, row.extra)?);
         }
         for t in &targets {
             drive(rt, t, agents, self.calls)?;

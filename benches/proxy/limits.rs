@@ -98,7 +98,8 @@ pub(crate) fn run(
     }))
 }
 
-/// The rows' instructions per call (none, again, limits, circuit) at 1 and 64 agents, counted
+/// The rows' instructions per call (none, again, limits, circuit; base, the other binary with
+/// the limits row's config, with `--baseline`) at 1 and 64 agents, counted
 /// by Cachegrind where valgrind is installed: the cost a rule and the circuit add, far below
 /// what CPU time per call resolves on a shared machine.
 fn count_instructions(
@@ -113,29 +114,21 @@ fn count_instructions(
         return Ok(json!(null));
     }
     let circuit = format!("{limited}{CIRCUIT}");
-    let rows = [
-        Row {
-            name: "none",
-            extra: "",
-        },
-        Row {
-            name: "again",
-            extra: "",
-        },
-        Row {
-            name: "limits",
-            extra: limited,
-        },
-        Row {
-            name: "circuit",
-            extra: &circuit,
-        },
+    let bin = &plan.strata;
+    let row = |name, bin, extra| Row { name, bin, extra };
+    let mut rows = vec![
+        row("none", bin, ""),
+        row("again", bin, ""),
+        row("limits", bin, limited),
+        row("circuit", bin, &circuit),
     ];
+    if let Some(base) = &plan.baseline {
+        rows.push(row("base", base, limited));
+    }
     let counting = Counting {
         part: "limits",
         upstream,
         dir,
-        bin: &plan.strata,
         calls: if plan.quick { 200 } else { 5_000 },
     };
     counting

@@ -382,8 +382,9 @@ fn instruction_rows(t: &mut String, r: &Value) {
     );
     for (name, rows) in agents {
         let per_call = |x: &str| num(rows, &format!("/{x}/per_call"));
-        let each: Vec<String> = ["none", "again", "limits", "circuit"]
+        let each: Vec<String> = ["none", "again", "limits", "circuit", "base"]
             .iter()
+            .filter(|x| per_call(x).is_some())
             .map(|x| {
                 let rel = per_call(x).zip(per_call("none")).map(|(a, b)| a / b);
                 format!("{x} {} (x{})", f0(per_call(x)), f3(rel))

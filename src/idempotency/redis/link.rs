@@ -329,6 +329,31 @@ mod tests {
         assert!(dead);
     }
 
+    /// A thread warms the connection of its own worker's copy, and no other.
+    #[test]
+    fn each_worker_connects_its_own() {
+        let link = Link::new(RedisConfig::single("127.0.0.1", 1, 0));
+        for worker in [0, 1] {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    per_worker::enter(worker);
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(async { link.warm() });
+                })
+                .join()
+                .unwrap()
+            });
+        }
+        let idle: Vec<bool> = (0..per_worker::COPIES)
+            .map(|copy| matches!(*link.inner.slot(copy), Slot::Idle))
+            .collect();
+        // Copy 0 is the main thread's; workers 0 and 1 use copies 1 and 2.
+        assert_eq!(idle, [true, false, false, true]);
+    }
+
     #[test]
     fn errors_that_keep_it() {
         for kind in [ServerErrorKind::ResponseError, ServerErrorKind::NoPerm] {

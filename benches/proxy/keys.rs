@@ -1,6 +1,5 @@
 //! The keys part (`--only keys`): what an `Idempotency-Key` costs a call, on the memory store
-//! and on the Redis store, and (with `--baseline`) the current Redis client against the
-//! baseline build's.
+//! and on the Redis store, and (with `--baseline`) each store against the baseline build's.
 //!
 //! Against the fixed upstream, JSON tools/call, interleaved round by round as every load. Every
 //! keyed call carries a key of its own ([`load::fresh_key`]), so each one is claimed, forwarded
@@ -9,10 +8,11 @@
 //! - `none`: strata as the other parts run it, calls without a key;
 //! - `memory`: the same config (the memory store, the default), every call keyed;
 //! - `redis`: `idempotency.store: redis://USER:PASSWORD@127.0.0.1:PORT/0`, every call keyed;
-//! - `base` (with `--baseline`): the other binary on the same Redis and database, every call
-//!   keyed. A build before the current client accepts no credentials in the URL, so it goes as
-//!   Redis's `default` user, which has no password ([`procs::redis`]); a password is sent once
-//!   per connection and costs a call nothing;
+//! - with `--baseline`, the other binary beside them, every call keyed: `base-memory` on its
+//!   memory store, and `base-redis` on the same Redis and database as `redis`. A build before
+//!   the current client accepts no credentials in the URL, so `base-redis` goes as Redis's
+//!   `default` user, which has no password ([`procs::redis`]); a password is sent once per
+//!   connection and costs a call nothing;
 //! - `direct`, for the added latency.
 //!
 //! The harness starts its own `redis-server` on a free loopback port and ends it by its PID.
@@ -38,7 +38,9 @@ use crate::procs::{self, Scratch, Target};
 use crate::telemetry::metric_sum;
 
 /// The targets whose calls carry a key.
-const KEYED: &[&str] = &["base", "memory", "redis"];
+const KEYED: &[&str] = &["base-memory", "base-redis", "memory", "redis"];
+/// The targets whose keys are stored in the harness's Redis.
+const IN_REDIS: [&str; 2] = ["base-redis", "redis"];
 /// The Redis ACL user the current build's store logs in as.
 const REDIS_USER: &str = "strata";
 
@@ -64,14 +66,15 @@ pub(crate) fn run(
     let up_url = format!("http://{up}");
     let mut rows = procs::Rows::new("keys", up_url, dir);
     let port = redis.port();
-    let base = match &plan.baseline {
-        Some(bin) => Some(rows.start(
-            "base",
+    let mut base = Vec::new();
+    if let Some(bin) = &plan.baseline {
+        base.push(rows.start("base-memory", bin, "")?);
+        base.push(rows.start(
+            "base-redis",
             bin,
             &format!("idempotency: {{ store: \"redis://127.0.0.1:{port}/0\" }}\n"),
-        )?),
-        None => None,
-    };
+        )?);
+    }
     let none = rows.start("none", &plan.strata, "")?;
     let memory = rows.start("memory", &plan.strata, "")?;
     let with_redis = rows.start(
@@ -81,13 +84,14 @@ pub(crate) fn run(
             "idempotency: {{ store: \"redis://{REDIS_USER}:{password}@127.0.0.1:{port}/0\" }}\n"
         ),
     )?;
-    let measured = [&none, &memory, &with_redis];
-    let loads = measure::part_loads(rt, plan, up, base.as_ref(), &measured, KEYED, ticks_per_s)?;
+    // The baseline's rows go in as rows of their own (`part_loads` takes one `base`).
+    let measured: Vec<&Target> = base.iter().chain([&none, &memory, &with_redis]).collect();
+    let loads = measure::part_loads(rt, plan, up, None, &measured, KEYED, ticks_per_s)?;
     // Keyed calls measured through Redis (the warm-ups' are stored too, and not counted here).
     let through_redis: u64 = loads
         .values()
         .flat_map(|s| {
-            ["redis", "base"]
+            IN_REDIS
                 .into_iter()
                 .filter_map(move |t| s.pointer(&format!("/targets/{t}/calls"))?.as_u64())
         })

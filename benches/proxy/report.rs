@@ -394,20 +394,29 @@ fn instruction_rows(t: &mut String, r: &Value) {
     }
 }
 
-/// Targets of the keys rows, in table order (`base` only with `--baseline`).
-pub(crate) const KEYS_TARGETS: [&str; 5] = ["direct", "base", "none", "memory", "redis"];
+/// Targets of the keys rows, in table order (`base-*` only with `--baseline`), each store
+/// beside the baseline build's.
+pub(crate) const KEYS_TARGETS: [&str; 6] = [
+    "direct",
+    "none",
+    "base-memory",
+    "memory",
+    "base-redis",
+    "redis",
+];
 
 /// The keys part: its load rows (CPU per call and added latency against calls without a key),
-/// the current Redis client against the baseline's, and the checks that the keys were stored.
+/// each store against the baseline build's, and the checks that the keys were stored.
 fn keys_table(t: &mut String, r: &Value) {
     let _ = writeln!(
         t,
         "\nIdempotency-Key, fixed upstream, JSON, a fresh key per call: none (no key) | memory store \
-         | Redis store (redis-server {} on loopback) | base: the baseline build, the same Redis",
+         | Redis store (redis-server {} on loopback) | base-*: the baseline build, the same stores",
         r["redis"]["version"].as_str().unwrap_or("?"),
     );
     overhead_rows(t, r, &KEYS_TARGETS, "none");
-    versus(t, r, "redis", "base");
+    versus(t, r, "memory", "base-memory");
+    versus(t, r, "redis", "base-redis");
     if let Some(checked) = r["checked"].as_object() {
         let each: Vec<String> = checked
             .iter()
@@ -538,9 +547,10 @@ fn overhead_rows(t: &mut String, r: &Value, targets: &[&str], off: &str) {
     let cpu_off = format!("cpu/{off}");
     let (p50_off, p99_off) = (format!("+p50-{off}"), format!("+p99-{off}"));
     let (rw, ow) = (cpu_off.len().max(7), p50_off.len().max(8));
+    let vw = targets.iter().map(|t| t.len()).max().unwrap_or(0).max(7);
     let _ = writeln!(
         t,
-        "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
+        "{:<22} {:<vw$} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
         "load",
         "via",
         "p50 us",
@@ -575,7 +585,7 @@ fn overhead_rows(t: &mut String, r: &Value, targets: &[&str], off: &str) {
                     .flatten();
                 let _ = writeln!(
                     t,
-                    "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
+                    "{:<22} {:<vw$} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>rw$} {:>ow$} {:>ow$} {:>6}",
                     if i == 0 { name.as_str() } else { "" },
                     target,
                     f1(v(target, "p50_us")),

@@ -26,6 +26,11 @@ pub fn enter(worker: usize) {
     COPY.set(1 + worker % (COPIES - 1));
 }
 
+/// The number of the copy this thread uses (what [`PerWorker::nth`] takes).
+pub fn copy_here() -> usize {
+    COPY.get() % COPIES
+}
+
 /// One `T` per worker. The copies sit side by side: a `T` written in place (not through a
 /// pointer to its own allocation) needs [`Line`] around it.
 #[derive(Clone, Debug)]
@@ -45,7 +50,12 @@ impl<T> PerWorker<T> {
     /// This thread's copy.
     #[inline]
     pub fn here(&self) -> &T {
-        &self.0[COPY.get() % COPIES]
+        &self.0[copy_here()]
+    }
+
+    /// Copy `n` (of [`copy_here`]), wrapping past [`COPIES`].
+    pub fn nth(&self, n: usize) -> &T {
+        &self.0[n % COPIES]
     }
 
     /// Each copy's `f`.
@@ -85,6 +95,7 @@ mod tests {
                 std::thread::scope(|s| {
                     s.spawn(move || {
                         enter(worker);
+                        assert_eq!(copies.nth(copy_here()), copies.here());
                         *copies.here()
                     })
                     .join()

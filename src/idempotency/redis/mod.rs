@@ -17,7 +17,8 @@
 //!
 //! Bounds are Redis's own (`maxmemory`): every key strata writes has a TTL. Each operation
 //! (claim, complete, release) finishes within the configured `timeout`, every command and any
-//! wait for a connection included, or is a store error; [`link`] keeps the connection.
+//! wait for a connection included, or is a store error; [`link`] keeps the connections (one
+//! per worker thread).
 //! Errors never fail a call: the proxy forwards it without idempotency.
 
 mod connect;

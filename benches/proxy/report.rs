@@ -264,6 +264,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
     if r.get("keys").is_some() {
         keys_table(&mut t, &r["keys"]);
     }
+    if r.get("paths").is_some() {
+        crate::report_paths::table(&mut t, &r["paths"]);
+    }
     if let Some(c) = r
         .get("classifier")
         .and_then(Value::as_object)
@@ -659,6 +662,7 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
             }
         }
     }
+    crate::report_paths::key_figures(r, &mut out);
     out.push((
         "telemetry down: RSS growth MiB".into(),
         num(r, "/telemetry/memory/targets/down/growth_mib"),

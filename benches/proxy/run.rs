@@ -14,7 +14,7 @@ use crate::measure::{self, LoadSpec};
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::report;
 use crate::sink::{Mode, Sink};
-use crate::{inspector, keys, limits, telemetry};
+use crate::{inspector, keys, limits, paths, telemetry};
 
 /// The testbed's SSE call: two progress notifications with no pause, then the result.
 const TESTBED_SSE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sse_drip","arguments":{"count":2,"interval_ms":0}}}"#;
@@ -96,7 +96,7 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
             sinks: vec![sink],
         });
     }
-    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
+    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores, "")?;
     let (strata_proc, strata) =
         procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
     let direct = Target {
@@ -238,6 +238,18 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
             "keys".into(),
             keys::run(&rt, plan, &scratch, tck).context("keys part")?,
         );
+    }
+    // In training too: strata's rows alone, every path (h2, TLS, a streamed body, a large
+    // answer), their loads checked with the others'.
+    if plan.runs("paths") {
+        let figures = paths::run(&rt, plan, &scratch, tck).context("paths part")?;
+        if plan.train {
+            for (name, l) in figures["load"].as_object().into_iter().flatten() {
+                load.insert(format!("paths {name}"), l.clone());
+            }
+        } else {
+            out.insert("paths".into(), figures);
+        }
     }
     if plan.train {
         // A profile of failing calls would lay out the error paths as hot: nearly every call

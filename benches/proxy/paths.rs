@@ -188,43 +188,15 @@ pub(crate) fn run(
     let ups = Ups { plain, tls: tls_up };
     // Dropped before the upstreams (declared after them): the proxies first.
     let mut procs: Vec<Proc> = Vec::new();
-    let mut fronts = Vec::new();
-    if !plan.train {
-        fronts.push(nginx(plan, &dir, &cert, &ups, &mut procs)?);
-        if plan.haproxy.exists() {
-            fronts.push(haproxy(plan, &dir, &cert, &ups, &mut procs)?);
-        } else {
-            eprintln!(
-                "paths: {} not found: no HAProxy rows (apt-get install haproxy)",
-                plan.haproxy.display()
-            );
-        }
-    }
-    fronts.push(strata(plan, &dir, &cert, &ups, &mut procs)?);
+    let fronts = start(plan, &dir, &cert, &ups, &mut procs)?;
     std::thread::sleep(std::time::Duration::from_millis(500));
     let wires = Wires::new(&cert)?;
     let mut loads = Map::new();
     let mut described = Map::new();
     for path in paths() {
         described.insert(path.name.into(), describe(&path));
+        let (targets, ws) = targets(plan, &fronts, &ups, &wires, &path);
         for agents in [1, 64] {
-            let mut targets = Vec::new();
-            let mut ws = Vec::new();
-            if !plan.train {
-                targets.push(Target {
-                    name: "direct",
-                    addr: ups.plain,
-                    pids: Vec::new(),
-                    admin: None,
-                });
-                ws.push(Wire::H1);
-            }
-            let floors = path.no_floor.is_none();
-            let serving = fronts.iter().filter(|f| floors || f.name != "haproxy");
-            for t in serving.filter_map(|f| f.target(path.front)) {
-                targets.push(t);
-                ws.push(wires.get(path.agent));
-            }
             let spec = LoadSpec {
                 upstream: "paths",
                 kind: path.name,
@@ -247,6 +219,60 @@ pub(crate) fn run(
         "paths": described,
         "load": loads,
     }))
+}
+
+/// The front ends: nginx's and HAProxy's (none in training, nor HAProxy's when it is not
+/// installed), then strata's.
+fn start(
+    plan: &Plan,
+    dir: &Path,
+    cert: &Cert,
+    ups: &Ups,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<Vec<Fronts>> {
+    let mut fronts = Vec::new();
+    if !plan.train {
+        fronts.push(nginx(plan, dir, cert, ups, procs)?);
+        if plan.haproxy.exists() {
+            fronts.push(haproxy(plan, dir, cert, ups, procs)?);
+        } else {
+            eprintln!(
+                "paths: {} not found: no HAProxy rows (apt-get install haproxy)",
+                plan.haproxy.display()
+            );
+        }
+    }
+    fronts.push(strata(plan, dir, cert, ups, procs)?);
+    Ok(fronts)
+}
+
+/// A path's targets and the wire each one's agents speak: direct (not in training), then
+/// every front end serving the path's front — HAProxy's only where it can do the job.
+fn targets(
+    plan: &Plan,
+    fronts: &[Fronts],
+    ups: &Ups,
+    wires: &Wires,
+    path: &PathSpec,
+) -> (Vec<Target>, Vec<Wire>) {
+    let mut targets = Vec::new();
+    let mut ws = Vec::new();
+    if !plan.train {
+        targets.push(Target {
+            name: "direct",
+            addr: ups.plain,
+            pids: Vec::new(),
+            admin: None,
+        });
+        ws.push(Wire::H1);
+    }
+    let floors = path.no_floor.is_none();
+    let serving = fronts.iter().filter(|f| floors || f.name != "haproxy");
+    for t in serving.filter_map(|f| f.target(path.front)) {
+        targets.push(t);
+        ws.push(wires.get(path.agent));
+    }
+    (targets, ws)
 }
 
 /// What a path sends and through which listener, for the report.

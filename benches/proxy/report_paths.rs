@@ -14,9 +14,9 @@ pub(crate) const PATHS_TARGETS: [&str; 4] = ["direct", "nginx", "haproxy", "stra
 pub(crate) fn table(t: &mut String, r: &Value) {
     let _ = writeln!(
         t,
-        "\nPaths, fixed upstream: each beside nginx doing the same job and HAProxy {} in TCP mode \
-         (the layer-4 floor, where it can do the job); every TLS connection {}; direct: HTTP/1.1 \
-         to the plain upstream",
+        "\nPaths, fixed upstream: each beside nginx doing the same job and HAProxy in TCP mode \
+         (the layer-4 floor, where it can do the job; {}); every TLS connection {}; direct: \
+         HTTP/1.1 to the plain upstream",
         r["haproxy"].as_str().unwrap_or("(absent)"),
         r["tls"].as_str().unwrap_or("?"),
     );

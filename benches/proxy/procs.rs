@@ -421,6 +421,33 @@ pub(crate) fn haproxy(
     Ok(proc)
 }
 
+/// [`haproxy`] with one frontend, plain TCP, relaying to `upstream`: the layer-4 floor beside
+/// nginx and strata in the fixed upstream's loads.
+pub(crate) fn haproxy_plain(
+    bin: &Path,
+    dir: &Path,
+    upstream: SocketAddr,
+) -> anyhow::Result<(Proc, Target)> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let dir = dir.join("haproxy-fixed");
+    std::fs::create_dir_all(&dir)?;
+    let sections = format!(
+        "frontend plain\n  bind {addr}\n  default_backend up\n\
+         backend up\n  server up {upstream}\n"
+    );
+    let proc = haproxy(bin, &dir, &sections, addr)?;
+    let pids = vec![proc.pid()];
+    Ok((
+        proc,
+        Target {
+            name: "haproxy",
+            addr,
+            pids,
+            admin: None,
+        },
+    ))
+}
+
 /// The fields of /proc/PID/stat after the command name.
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

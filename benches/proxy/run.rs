@@ -108,6 +108,13 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     let mut targets = vec![direct, nginx];
     // Dropped in this order: the proxies before their upstream.
     let mut procs = vec![strata_proc, nginx_proc];
+    // The layer-4 floor, in front of the fixed upstream (its loads, SSE delivery, the large
+    // response), when HAProxy is installed.
+    if !testbed && plan.haproxy.exists() {
+        let (haproxy_proc, haproxy) = procs::haproxy_plain(&plan.haproxy, scratch.path(), up)?;
+        targets.push(haproxy);
+        procs.push(haproxy_proc);
+    }
     if let Some(bin) = &plan.baseline {
         let (base_proc, base) = procs::strata(
             "base",
@@ -183,7 +190,9 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         out.insert("idle_rss_mib".into(), Value::Object(idle));
         if plan.runs("streams") {
             let mut streams = Map::new();
-            for t in s.targets.iter().filter(|t| !t.pids.is_empty()) {
+            // Not through HAProxy: its connection cap is below the streams' count.
+            let held = s.targets.iter().filter(|t| !t.pids.is_empty());
+            for t in held.filter(|t| t.name != "haproxy") {
                 streams.insert(t.name.into(), measure::streams(&rt, plan, t)?);
             }
             out.insert(

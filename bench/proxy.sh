@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole-proxy benchmark: strata beside a direct connection and nginx, in one run,
-# interleaved, on loopback (benches/proxy/, bench/README.md). Builds the release binary as it
+# The whole-proxy benchmark: strata beside a direct connection, nginx and HAProxy in TCP mode
+# (the layer-4 floor, when installed), in one run, interleaved, on loopback (benches/proxy/,
+# bench/README.md). Builds the release binary as it
 # ships — profile-guided, bench/pgo.sh — runs the classifier benchmarks (criterion for the
 # table, bench/scan-ratios.sh for the verdict) unless told not to, then the proxy harness,
 # which prints one table and writes it as JSON under target/bench/ (proxy-last.json is

@@ -3,10 +3,12 @@
 #   1. an instrumented build (target/pgo-gen/release/strata);
 #   2. training: the proxy benchmark's loads through that build alone (`--train --quick`:
 #      JSON and SSE calls at 1, 16 and 64 agents against the fixed upstream and the testbed,
-#      SSE delivery, a large response, open streams; ~40 s) through four strata processes —
+#      SSE delivery, a large response, open streams; ~55 s) through four strata processes —
 #      the default config, retries off, every call traced (OpenTelemetry export at ratio 1.0
-#      to the harness's OTLP sink), an `https://` upstream — each writing its counts as it
-#      exits (the training fails if more than 1 % of any process's calls did);
+#      to the harness's OTLP sink), an `https://` upstream — then the paths part's strata rows
+#      (h2 prior knowledge, TLS agents with HTTP/1.1 and h2, an `https://` upstream, the
+#      2025-era form, a body past the replay buffer, a 4 MiB tools/list), each process writing
+#      its counts as it exits (the training fails if more than 1 % of any scenario's calls did);
 #   3. the counts merged (llvm-profdata) and strata built again with them:
 #      target/pgo/release/strata.
 # Why: strata's hot path runs through large async state machines, the classifier and the

@@ -19,6 +19,7 @@ use tokio::time::{Instant, timeout};
 
 use crate::hist::Histogram;
 use crate::procs::{self, Target};
+use crate::wire::{self, Sender, Wire};
 
 /// A single call must finish within this, or it counts as an error.
 const CALL_LIMIT: Duration = Duration::from_secs(10);
@@ -100,6 +101,15 @@ async fn call(conn: &mut Conn, req: Request<Full<Bytes>>) -> anyhow::Result<u64>
     drain(resp.into_body()).await
 }
 
+/// [`call`] on any [`Wire`]'s connection.
+async fn call_on(conn: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u64> {
+    let resp = conn.send(req).await?;
+    if !resp.status().is_success() {
+        bail!("status {}", resp.status());
+    }
+    drain(resp.into_body()).await
+}
+
 async fn drain(mut body: Incoming) -> anyhow::Result<u64> {
     let mut n = 0;
     while let Some(frame) = body.frame().await {
@@ -122,9 +132,51 @@ pub(crate) async fn round(
     max_calls: u64,
     keyed: bool,
 ) -> anyhow::Result<Round> {
+    let calls = Calls {
+        path,
+        body,
+        extra: &[],
+        keyed,
+    };
+    round_on(target, &Wire::H1, &calls, agents, duration, max_calls).await
+}
+
+/// What each call of a round sends: a POST of `body` to `path`, with the fields of
+/// [`request`] and `extra`'s; `keyed`: a [`fresh_key`] too (a new one per call).
+pub(crate) struct Calls<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) body: &'a Bytes,
+    pub(crate) extra: &'static [(&'static str, &'static str)],
+    pub(crate) keyed: bool,
+}
+
+impl Calls<'_> {
+    fn request(&self, addr: SocketAddr, wire: &Wire) -> Request<Full<Bytes>> {
+        let mut req = request(addr, self.path, self.body);
+        for (name, value) in self.extra {
+            req.headers_mut()
+                .insert(*name, header::HeaderValue::from_static(value));
+        }
+        wire.shape(addr, req)
+    }
+}
+
+/// [`round`] with the agents speaking `wire`, sending `calls`.
+pub(crate) async fn round_on(
+    target: &Target,
+    wire: &Wire,
+    calls: &Calls<'_>,
+    agents: usize,
+    duration: Duration,
+    max_calls: u64,
+) -> anyhow::Result<Round> {
     let mut conns = Vec::with_capacity(agents);
     for _ in 0..agents {
-        conns.push(connect(target.addr).await.context(target.name)?);
+        conns.push(
+            wire::connect(target.addr, wire)
+                .await
+                .context(target.name)?,
+        );
     }
     let started_calls = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -144,7 +196,11 @@ pub(crate) async fn round(
     let deadline = start + duration;
     let mut tasks = Vec::with_capacity(agents);
     for mut conn in conns {
-        let (addr, path, body) = (target.addr, path.to_owned(), body.clone());
+        let addr = target.addr;
+        let wire = wire.clone();
+        // Every call's request, made once: a clone per call, outside its clock.
+        let template = calls.request(addr, &wire);
+        let keyed = calls.keyed;
         let started_calls = started_calls.clone();
         tasks.push(tokio::spawn(async move {
             let mut hist = Histogram::new();
@@ -152,17 +208,17 @@ pub(crate) async fn round(
             while Instant::now() < deadline
                 && started_calls.fetch_add(1, Ordering::Relaxed) < max_calls
             {
-                let mut req = request(addr, &path, &body);
+                let mut req = copy(&template);
                 if keyed {
                     req.headers_mut().insert(IDEMPOTENCY_KEY, fresh_key());
                 }
                 let t0 = Instant::now();
-                match timeout(CALL_LIMIT, call(&mut conn, req)).await {
+                match timeout(CALL_LIMIT, call_on(&mut conn, req)).await {
                     Ok(Ok(_)) => hist.record(t0.elapsed().as_nanos() as u64),
                     _ => {
                         errors += 1;
                         // The connection may be gone: a new one, or this agent stops.
-                        match connect(addr).await {
+                        match wire::connect(addr, &wire).await {
                             Ok(c) => conn = c,
                             Err(_) => break,
                         }
@@ -190,6 +246,15 @@ pub(crate) async fn round(
         cpu_ticks,
         rss_max_kib,
     })
+}
+
+/// A copy of `req`: method, URI, fields and body (a `Request` with a body is not `Clone`).
+fn copy(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut out = Request::new(req.body().clone());
+    *out.method_mut() = req.method().clone();
+    *out.uri_mut() = req.uri().clone();
+    *out.headers_mut() = req.headers().clone();
+    out
 }
 
 fn now_ns() -> u64 {

@@ -20,13 +20,17 @@ mod keys;
 mod limits;
 mod load;
 mod measure;
+mod paths;
 mod procs;
 mod report;
+mod report_paths;
 mod run;
 mod sink;
 mod targets;
 mod telemetry;
+mod tls;
 mod upstream;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,11 +54,13 @@ pub(crate) struct Plan {
     /// The telemetry part's memory runs: calls through each process (collector down, export
     /// off).
     pub(crate) telemetry_calls: u64,
-    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector, limits, keys (all
-    /// by default).
+    /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector, limits, keys, paths
+    /// (all by default).
     pub(crate) only: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,
+    /// The paths part's layer-4 floor (`haproxy`, Debian's; its rows are left out when absent).
+    pub(crate) haproxy: PathBuf,
     /// The keys part's Redis (`redis-server`, started by the harness on a free port).
     pub(crate) redis: PathBuf,
     pub(crate) out: PathBuf,
@@ -88,6 +94,7 @@ impl Plan {
             only: Vec::new(),
             strata: PathBuf::from("target/release/strata"),
             nginx: PathBuf::from("/usr/sbin/nginx"),
+            haproxy: PathBuf::from("/usr/sbin/haproxy"),
             redis: PathBuf::from("redis-server"),
             out: PathBuf::from("target/bench"),
             scan: None,
@@ -117,6 +124,7 @@ impl Plan {
                 "--only" => plan.only = value()?.split(',').map(str::to_owned).collect(),
                 "--strata" => plan.strata = value()?.into(),
                 "--nginx" => plan.nginx = value()?.into(),
+                "--haproxy" => plan.haproxy = value()?.into(),
                 "--redis-server" => plan.redis = value()?.into(),
                 "--out" => plan.out = value()?.into(),
                 "--scan" => plan.scan = Some(value()?.into()),

@@ -11,6 +11,7 @@ use tokio::runtime::Runtime;
 use crate::Plan;
 use crate::load;
 use crate::procs::{self, Target};
+use crate::wire::Wire;
 
 /// One load scenario: which upstream, which response shape, how many agents.
 pub(crate) struct LoadSpec {
@@ -97,24 +98,46 @@ pub(crate) fn load(
     spec: &LoadSpec,
     ticks_per_s: u64,
 ) -> anyhow::Result<Value> {
-    let run = |t: &Target, secs: Duration| {
-        rt.block_on(load::round(
+    let wires = vec![Wire::H1; targets.len()];
+    load_on(rt, plan, targets, &wires, &[], spec, ticks_per_s)
+}
+
+/// [`load`] with the agents of `targets[i]` speaking `wires[i]`, each call carrying the
+/// fields `extra` besides.
+pub(crate) fn load_on(
+    rt: &Runtime,
+    plan: &Plan,
+    targets: &[Target],
+    wires: &[Wire],
+    extra: &'static [(&'static str, &'static str)],
+    spec: &LoadSpec,
+    ticks_per_s: u64,
+) -> anyhow::Result<Value> {
+    anyhow::ensure!(targets.len() == wires.len(), "a wire for every target");
+    let run = |i: usize, secs: Duration| {
+        let t = &targets[i];
+        let calls = load::Calls {
+            path: spec.path,
+            body: &spec.body,
+            extra,
+            keyed: spec.keyed.contains(&t.name),
+        };
+        rt.block_on(load::round_on(
             t,
-            spec.path,
-            &spec.body,
+            &wires[i],
+            &calls,
             spec.agents,
             secs,
             plan.max_calls,
-            spec.keyed.contains(&t.name),
         ))
     };
-    for t in targets {
-        run(t, plan.warmup)?;
+    for i in 0..targets.len() {
+        run(i, plan.warmup)?;
     }
     let mut rounds: Vec<Vec<load::Round>> = targets.iter().map(|_| Vec::new()).collect();
     for r in 0..plan.rounds {
-        for (i, t) in rotated(targets, r) {
-            rounds[i].push(run(t, plan.round)?);
+        for (i, _) in rotated(targets, r) {
+            rounds[i].push(run(i, plan.round)?);
         }
     }
     let mut out = Map::new();

@@ -11,8 +11,9 @@ use serde_json::{Map, Value, json};
 use crate::Plan;
 use crate::targets::{Check, checks, f0, f1, f2, f3};
 
-/// Every target a run can have, in table order (`base` only with `--baseline`).
-const TARGETS: [&str; 4] = ["direct", "nginx", "base", "strata"];
+/// Every target a run can have, in table order (`base` only with `--baseline`, `haproxy` when
+/// it is installed).
+const TARGETS: [&str; 5] = ["direct", "nginx", "haproxy", "base", "strata"];
 const SCAN_BODIES: [&str; 5] = [
     "tool_result_1k",
     "text_result_64k",
@@ -158,9 +159,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
             }
             let sv = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
             let add = |t: &str, k: &str| Some(sv(t, k)? - d(k)?);
-            // nginx always; the baseline only when the run had one.
-            for other in ["nginx", "base"] {
-                if other == "base" && s["targets"].get(other).is_none() {
+            // nginx always; HAProxy and the baseline only when the run had them.
+            for other in ["nginx", "haproxy", "base"] {
+                if other != "nginx" && s["targets"].get(other).is_none() {
                     continue;
                 }
                 let rel = |k: &str| Some(sv("strata", k)? / sv(other, k)?);
@@ -263,6 +264,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
     }
     if r.get("keys").is_some() {
         keys_table(&mut t, &r["keys"]);
+    }
+    if r.get("paths").is_some() {
+        crate::report_paths::table(&mut t, &r["paths"]);
     }
     if let Some(c) = r
         .get("classifier")
@@ -696,6 +700,7 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
             }
         }
     }
+    crate::report_paths::key_figures(r, &mut out);
     out.push((
         "telemetry down: RSS growth MiB".into(),
         num(r, "/telemetry/memory/targets/down/growth_mib"),

@@ -14,7 +14,7 @@ use crate::measure::{self, LoadSpec};
 use crate::procs::{self, Proc, Scratch, Target};
 use crate::report;
 use crate::sink::{Mode, Sink};
-use crate::{inspector, keys, limits, telemetry};
+use crate::{inspector, keys, limits, paths, telemetry};
 
 /// The testbed's SSE call: two progress notifications with no pause, then the result.
 const TESTBED_SSE: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sse_drip","arguments":{"count":2,"interval_ms":0}}}"#;
@@ -96,7 +96,7 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
             sinks: vec![sink],
         });
     }
-    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores)?;
+    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores, "")?;
     let (strata_proc, strata) =
         procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
     let direct = Target {
@@ -108,6 +108,13 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     let mut targets = vec![direct, nginx];
     // Dropped in this order: the proxies before their upstream.
     let mut procs = vec![strata_proc, nginx_proc];
+    // The layer-4 floor, in front of the fixed upstream (its loads, SSE delivery, the large
+    // response), when HAProxy is installed.
+    if !testbed && plan.haproxy.exists() {
+        let (haproxy_proc, haproxy) = procs::haproxy_plain(&plan.haproxy, scratch.path(), up)?;
+        targets.push(haproxy);
+        procs.push(haproxy_proc);
+    }
     if let Some(bin) = &plan.baseline {
         let (base_proc, base) = procs::strata(
             "base",
@@ -183,7 +190,9 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         out.insert("idle_rss_mib".into(), Value::Object(idle));
         if plan.runs("streams") {
             let mut streams = Map::new();
-            for t in s.targets.iter().filter(|t| !t.pids.is_empty()) {
+            // Not through HAProxy: its connection cap is below the streams' count.
+            let held = s.targets.iter().filter(|t| !t.pids.is_empty());
+            for t in held.filter(|t| t.name != "haproxy") {
                 streams.insert(t.name.into(), measure::streams(&rt, plan, t)?);
             }
             out.insert(
@@ -238,6 +247,18 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
             "keys".into(),
             keys::run(&rt, plan, &scratch, tck).context("keys part")?,
         );
+    }
+    // In training too: strata's rows alone, every path (h2, TLS, a streamed body, a large
+    // answer), their loads checked with the others'.
+    if plan.runs("paths") {
+        let figures = paths::run(&rt, plan, &scratch, tck).context("paths part")?;
+        if plan.train {
+            for (name, l) in figures["load"].as_object().into_iter().flatten() {
+                load.insert(format!("paths {name}"), l.clone());
+            }
+        } else {
+            out.insert("paths".into(), figures);
+        }
     }
     if plan.train {
         // A profile of failing calls would lay out the error paths as hot: nearly every call

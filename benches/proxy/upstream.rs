@@ -10,11 +10,14 @@
 //!   Content-Length), so a proxy's classifier scans all of it;
 //! - `/tick?n=N&ms=M`: SSE, N progress notifications M ms apart, each carrying the time it was
 //!   sent (ns since the Unix epoch: one clock for both processes), then the result;
-//! - `/hold`: SSE, one progress notification, then silence until the agent leaves.
+//! - `/hold`: SSE, one progress notification, then silence until the agent leaves;
+//! - `/tools_list`: a `tools/list` result of [`TOOLS_LIST_BYTES`] (thousands of tools, each with
+//!   a description and an input schema), `application/json`, with Content-Length.
 //!
 //! With `--tls` (`proxy --role upstream --tls`) it serves the same over TLS with a self-signed
-//! certificate for 127.0.0.1, HTTP/1.1 by ALPN: only `bench/pgo.sh`'s training uses it, so
-//! that an `https://` upstream's paths (rustls, hyper's client) are in the profile too.
+//! certificate for 127.0.0.1, HTTP/1.1 by ALPN, TLS 1.3 with one cipher suite and group
+//! ([`crate::tls::SUITE`]), so every proxy's upstream connection does the same TLS work: the
+//! paths part's `https://` upstream, and `bench/pgo.sh`'s training.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -44,6 +47,30 @@ const BIG_PREFIX: &[u8] =
 const BIG_SUFFIX: &[u8] = br#""}],"isError":false}}"#;
 const BIG_FRAME: usize = 64 * 1024;
 static XS: [u8; BIG_FRAME] = [b'x'; BIG_FRAME];
+
+/// The size of `/tools_list`'s answer, at least: 4 MiB, a large server's tool list.
+pub(crate) const TOOLS_LIST_BYTES: usize = 4 << 20;
+
+/// `/tools_list`'s answer, built on first use: tools until [`TOOLS_LIST_BYTES`] are passed.
+fn tools_list() -> Bytes {
+    static LIST: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        let mut out = String::from(r#"{"jsonrpc":"2.0","id":1,"result":{"tools":["#);
+        let mut n = 0u32;
+        while out.len() < TOOLS_LIST_BYTES {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(
+                r#"{{"name":"search_{n:05}","title":"Search {n}","description":"Searches the files of project {n} for a pattern and returns the matching lines, with their paths and line numbers.","inputSchema":{{"type":"object","properties":{{"query":{{"type":"string","description":"The pattern"}},"limit":{{"type":"integer","minimum":1,"maximum":1000}}}},"required":["query"]}},"annotations":{{"readOnlyHint":true,"idempotentHint":true}}}}"#
+            ));
+            n += 1;
+        }
+        out.push_str("]}}");
+        Bytes::from(out)
+    })
+    .clone()
+}
 
 /// Serves until the process is killed; prints the bound address on stdout first.
 pub(crate) fn run(tls: bool) -> anyhow::Result<()> {
@@ -98,12 +125,11 @@ fn tls_acceptor() -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     let rcgen::CertifiedKey { cert, signing_key } =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(signing_key.serialize_der()));
-    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(vec![cert.der().clone()], key)?;
+    let mut config =
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(crate::tls::provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
@@ -129,6 +155,7 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
             )
         }
         "/hold" => ("text/event-stream", Reply::Hold { sent: false }),
+        "/tools_list" => ("application/json", Reply::Fixed(Some(tools_list()))),
         _ => (
             "application/json",
             Reply::Fixed(Some(Bytes::from_static(RESULT))),

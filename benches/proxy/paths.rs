@@ -1,0 +1,468 @@
+//! The paths part (`--only paths`): every path an operator runs, each through strata, through
+//! nginx configured to do the same job, and — where a layer-4 proxy can do it — through HAProxy
+//! in TCP mode, the floor: what moving the bytes costs with no HTTP in between. At 1 and 64
+//! agents, JSON tools/call to the fixed upstream unless said otherwise, interleaved round by
+//! round as every load, beside the direct connection (plain HTTP/1.1 to the plain upstream) for
+//! the added latency.
+//!
+//! The proxies' listeners ([`Front`]): strata runs three processes (plain TCP, serving HTTP/1.1
+//! and h2 with prior knowledge on one port; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an
+//! `https://` upstream), nginx one process with a server for each, HAProxy one process with a
+//! frontend for each it can serve. Every TLS connection, the agents' and the upstreams', is
+//! [`tls::SUITE`].
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::runtime::Runtime;
+
+use crate::Plan;
+use crate::load::TOOLS_CALL;
+use crate::measure::{self, LoadSpec};
+use crate::procs::{self, NGINX_PROXY, Proc, Scratch, Target};
+use crate::tls::{self, Cert};
+use crate::upstream::TOOLS_LIST_BYTES;
+use crate::wire::Wire;
+
+/// The request body of the `large body` path: past strata's replay buffer
+/// (`retry.replay_buffer`, 64 KiB by default), so the body streams to the upstream.
+const LARGE_BODY: usize = 256 << 10;
+const TOOLS_LIST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+/// The 2025-era form of a call: a session's id and an earlier protocol version (what
+/// [`crate::load::request`] sends besides is the stateless 2026-07-28 form).
+const SESSION_FORM: &[(&str, &str)] = &[
+    ("mcp-protocol-version", "2025-11-25"),
+    ("mcp-session-id", "bench-3f2a9c1e7b5d4e60"),
+];
+
+/// A proxy's listener a path goes through.
+#[derive(Clone, Copy, PartialEq)]
+enum Front {
+    /// Plain TCP, HTTP/1.1, to the plain upstream.
+    Plain,
+    /// Plain TCP, h2 with prior knowledge, to the plain upstream (strata: the plain port).
+    H2c,
+    /// TLS, h2 or HTTP/1.1 by ALPN, to the plain upstream.
+    Tls,
+    /// Plain TCP, HTTP/1.1, to the TLS upstream (`https://`).
+    ToTls,
+}
+
+/// How the agents speak, on the proxies' side.
+#[derive(Clone, Copy)]
+enum Agent {
+    H1,
+    H2c,
+    TlsH1,
+    TlsH2,
+}
+
+/// One path: what the agents send, and how.
+struct PathSpec {
+    name: &'static str,
+    url: &'static str,
+    body: Bytes,
+    extra: &'static [(&'static str, &'static str)],
+    front: Front,
+    agent: Agent,
+    /// Why HAProxy in TCP mode cannot do this path's job (`None`: it can).
+    no_floor: Option<&'static str>,
+}
+
+fn paths() -> Vec<PathSpec> {
+    let call = Bytes::from_static(TOOLS_CALL);
+    let path = |name, url, body: &Bytes, front, agent, no_floor| PathSpec {
+        name,
+        url,
+        body: body.clone(),
+        extra: &[],
+        front,
+        agent,
+        no_floor,
+    };
+    let h2_floor = Some("h2 agents, an HTTP/1.1 upstream: a layer-4 proxy cannot translate");
+    vec![
+        path("json", "/json", &call, Front::Plain, Agent::H1, None),
+        path("sse", "/sse", &call, Front::Plain, Agent::H1, None),
+        PathSpec {
+            extra: SESSION_FORM,
+            ..path("json 2025", "/json", &call, Front::Plain, Agent::H1, None)
+        },
+        path("h2c json", "/json", &call, Front::H2c, Agent::H2c, h2_floor),
+        path(
+            "tls h1 json",
+            "/json",
+            &call,
+            Front::Tls,
+            Agent::TlsH1,
+            None,
+        ),
+        path(
+            "tls h2 json",
+            "/json",
+            &call,
+            Front::Tls,
+            Agent::TlsH2,
+            h2_floor,
+        ),
+        path(
+            "https-up json",
+            "/json",
+            &call,
+            Front::ToTls,
+            Agent::H1,
+            None,
+        ),
+        path(
+            "large body",
+            "/json",
+            &large_body(),
+            Front::Plain,
+            Agent::H1,
+            None,
+        ),
+        path(
+            "tools/list 4m",
+            "/tools_list",
+            &Bytes::from_static(TOOLS_LIST),
+            Front::Plain,
+            Agent::H1,
+            None,
+        ),
+    ]
+}
+
+/// A tools/call whose argument makes the body [`LARGE_BODY`] bytes.
+fn large_body() -> Bytes {
+    let head = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"query":""#;
+    let tail = r#""}}}"#;
+    let fill = LARGE_BODY.saturating_sub(head.len() + tail.len());
+    Bytes::from(format!("{head}{}{tail}", "q".repeat(fill)))
+}
+
+/// One proxy's listeners (those it has), each with the processes serving it: metered.
+struct Fronts {
+    name: &'static str,
+    addrs: Vec<(Front, SocketAddr, Vec<u32>)>,
+}
+
+impl Fronts {
+    fn target(&self, front: Front) -> Option<Target> {
+        let (_, addr, pids) = self.addrs.iter().find(|(f, _, _)| *f == front)?;
+        Some(Target {
+            name: self.name,
+            addr: *addr,
+            pids: pids.clone(),
+            admin: None,
+        })
+    }
+
+    /// Every front served by the same processes.
+    fn shared(name: &'static str, addrs: &[(Front, SocketAddr)], pids: &[u32]) -> Fronts {
+        Fronts {
+            name,
+            addrs: addrs.iter().map(|(f, a)| (*f, *a, pids.to_vec())).collect(),
+        }
+    }
+}
+
+/// The part's upstreams, plain and TLS.
+struct Ups {
+    plain: SocketAddr,
+    tls: SocketAddr,
+}
+
+pub(crate) fn run(
+    rt: &Runtime,
+    plan: &Plan,
+    scratch: &Scratch,
+    ticks_per_s: u64,
+) -> anyhow::Result<Value> {
+    let dir = scratch.path().join("paths");
+    std::fs::create_dir_all(&dir)?;
+    let cert = tls::cert(&dir)?;
+    let (_up_proc, plain) = procs::upstream(false)?;
+    let (_tls_up_proc, tls_up) = procs::upstream(true)?;
+    let ups = Ups { plain, tls: tls_up };
+    // Dropped before the upstreams (declared after them): the proxies first.
+    let mut procs: Vec<Proc> = Vec::new();
+    let fronts = start(plan, &dir, &cert, &ups, &mut procs)?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let wires = Wires::new(&cert)?;
+    let mut loads = Map::new();
+    let mut described = Map::new();
+    for path in paths() {
+        described.insert(path.name.into(), describe(&path));
+        let (targets, ws) = targets(plan, &fronts, &ups, &wires, &path);
+        for agents in [1, 64] {
+            let spec = LoadSpec {
+                upstream: "paths",
+                kind: path.name,
+                agents,
+                path: path.url,
+                body: path.body.clone(),
+                keyed: &[],
+            };
+            let figures =
+                measure::load_on(rt, plan, &targets, &ws, path.extra, &spec, ticks_per_s)?;
+            loads.insert(spec.name(), figures);
+        }
+    }
+    drop(procs);
+    Ok(json!({
+        "tls": tls::SUITE,
+        "large_body_bytes": LARGE_BODY,
+        "tools_list_bytes": TOOLS_LIST_BYTES,
+        "haproxy": plan.haproxy.exists().then(|| haproxy_version(&plan.haproxy)),
+        "paths": described,
+        "load": loads,
+    }))
+}
+
+/// The front ends: nginx's and HAProxy's (none in training, nor HAProxy's when it is not
+/// installed), then strata's.
+fn start(
+    plan: &Plan,
+    dir: &Path,
+    cert: &Cert,
+    ups: &Ups,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<Vec<Fronts>> {
+    let mut fronts = Vec::new();
+    if !plan.train {
+        fronts.push(nginx(plan, dir, cert, ups, procs)?);
+        if plan.haproxy.exists() {
+            fronts.push(haproxy(plan, dir, cert, ups, procs)?);
+        } else {
+            eprintln!(
+                "paths: {} not found: no HAProxy rows (apt-get install haproxy)",
+                plan.haproxy.display()
+            );
+        }
+    }
+    fronts.push(strata(plan, dir, cert, ups, procs)?);
+    Ok(fronts)
+}
+
+/// A path's targets and the wire each one's agents speak: direct (not in training), then
+/// every front end serving the path's front — HAProxy's only where it can do the job.
+fn targets(
+    plan: &Plan,
+    fronts: &[Fronts],
+    ups: &Ups,
+    wires: &Wires,
+    path: &PathSpec,
+) -> (Vec<Target>, Vec<Wire>) {
+    let mut targets = Vec::new();
+    let mut ws = Vec::new();
+    if !plan.train {
+        targets.push(Target {
+            name: "direct",
+            addr: ups.plain,
+            pids: Vec::new(),
+            admin: None,
+        });
+        ws.push(Wire::H1);
+    }
+    let floors = path.no_floor.is_none();
+    let serving = fronts.iter().filter(|f| floors || f.name != "haproxy");
+    for t in serving.filter_map(|f| f.target(path.front)) {
+        targets.push(t);
+        ws.push(wires.get(path.agent));
+    }
+    (targets, ws)
+}
+
+/// What a path sends and through which listener, for the report.
+fn describe(p: &PathSpec) -> Value {
+    let agent = match p.agent {
+        Agent::H1 => "HTTP/1.1",
+        Agent::H2c => "h2 (prior knowledge)",
+        Agent::TlsH1 => "TLS, HTTP/1.1 by ALPN",
+        Agent::TlsH2 => "TLS, h2 by ALPN",
+    };
+    let upstream = if p.front == Front::ToTls {
+        "https://"
+    } else {
+        "http://"
+    };
+    json!({
+        "agent": agent,
+        "upstream": upstream,
+        "url": p.url,
+        "request_bytes": p.body.len(),
+        "fields": p.extra.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
+        "no_floor": p.no_floor,
+    })
+}
+
+/// The agents' four ways to speak.
+struct Wires {
+    tls_h1: Wire,
+    tls_h2: Wire,
+}
+
+impl Wires {
+    fn new(cert: &Cert) -> anyhow::Result<Wires> {
+        Ok(Wires {
+            tls_h1: Wire::Tls {
+                config: cert.client(b"http/1.1")?,
+                h2: false,
+            },
+            tls_h2: Wire::Tls {
+                config: cert.client(b"h2")?,
+                h2: true,
+            },
+        })
+    }
+
+    fn get(&self, agent: Agent) -> Wire {
+        match agent {
+            Agent::H1 => Wire::H1,
+            Agent::H2c => Wire::H2c,
+            Agent::TlsH1 => self.tls_h1.clone(),
+            Agent::TlsH2 => self.tls_h2.clone(),
+        }
+    }
+}
+
+fn port() -> anyhow::Result<SocketAddr> {
+    Ok(([127, 0, 0, 1], procs::free_port()?).into())
+}
+
+/// strata's three processes: plain (HTTP/1.1 and h2 prior knowledge on one port), TLS, and
+/// plain in front of the TLS upstream; the default config otherwise.
+fn strata(
+    plan: &Plan,
+    dir: &Path,
+    cert: &Cert,
+    ups: &Ups,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<Fronts> {
+    let plain_url = format!("http://{}", ups.plain);
+    let tls_yaml = format!(
+        "tls: {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+        cert.cert.display(),
+        cert.key.display()
+    );
+    let to_tls = format!("https://{}", ups.tls);
+    let mut addrs = Vec::new();
+    for (fronts, url, tag, extra) in [
+        (
+            &[Front::Plain, Front::H2c][..],
+            &plain_url,
+            "paths-plain",
+            String::new(),
+        ),
+        (&[Front::Tls][..], &plain_url, "paths-tls", tls_yaml),
+        (
+            &[Front::ToTls][..],
+            &to_tls,
+            "paths-to-tls",
+            "upstream_tls: { insecure_skip_verify: true }\n".to_owned(),
+        ),
+    ] {
+        let (p, t) = procs::strata("strata", &plan.strata, url, dir, tag, &extra)?;
+        addrs.extend(fronts.iter().map(|f| (*f, t.addr, t.pids.clone())));
+        procs.push(p);
+    }
+    // Each path's rows meter only the process serving it: the others sit idle.
+    Ok(Fronts {
+        name: "strata",
+        addrs,
+    })
+}
+
+/// nginx, one process: the plain server [`procs::nginx`] makes, and a server for each other
+/// front — `listen … http2` (prior knowledge), `listen … ssl http2` (ALPN), and a plain one whose
+/// `proxy_pass https://` keeps TLS connections alive (`keepalive 64`,
+/// `proxy_ssl_session_reuse on`, the certificate not verified, as strata's
+/// `insecure_skip_verify`).
+fn nginx(
+    plan: &Plan,
+    dir: &Path,
+    cert: &Cert,
+    ups: &Ups,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<Fronts> {
+    let (h2c, tls, to_tls) = (port()?, port()?, port()?);
+    let loc = |up: &str| format!("location / {{ proxy_pass {up}; {NGINX_PROXY} }}");
+    let extra = format!(
+        "\x20 upstream up_tls {{ server {tls_up}; keepalive 64; keepalive_requests 100000000; }}\n\
+         \x20 server {{ listen {h2c} http2 backlog=8192; {plain} }}\n\
+         \x20 server {{\n\
+         \x20   listen {tls} ssl http2 backlog=8192;\n\
+         \x20   ssl_certificate {crt}; ssl_certificate_key {key}; ssl_protocols TLSv1.3;\n\
+         \x20   {plain}\n\
+         \x20 }}\n\
+         \x20 server {{\n\
+         \x20   listen {to_tls} backlog=8192;\n\
+         \x20   proxy_ssl_session_reuse on; proxy_ssl_protocols TLSv1.3; proxy_ssl_verify off;\n\
+         \x20   {tls_loc}\n\
+         \x20 }}\n",
+        tls_up = ups.tls,
+        plain = loc("http://up"),
+        tls_loc = loc("https://up_tls"),
+        crt = cert.cert.display(),
+        key = cert.key.display(),
+    );
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let (p, t) = procs::nginx(&plan.nginx, ups.plain, dir, "paths", cores, &extra)?;
+    procs.push(p);
+    let addrs = [
+        (Front::Plain, t.addr),
+        (Front::H2c, h2c),
+        (Front::Tls, tls),
+        (Front::ToTls, to_tls),
+    ];
+    Ok(Fronts::shared("nginx", &addrs, &t.pids))
+}
+
+/// HAProxy in TCP mode, one process: a frontend for each front a layer-4 proxy can serve —
+/// plain, TLS terminated (the same certificate, ALPN `http/1.1` only: behind it is an HTTP/1.1
+/// upstream), and TLS to the upstream (`ssl verify none`). One upstream connection per agent
+/// connection, as long as it lives.
+fn haproxy(
+    plan: &Plan,
+    dir: &Path,
+    cert: &Cert,
+    ups: &Ups,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<Fronts> {
+    let (plain, tls, to_tls) = (port()?, port()?, port()?);
+    let sections = format!(
+        "frontend plain\n  bind {plain}\n  default_backend up\n\
+         frontend tls\n  bind {tls} ssl crt {bundle} alpn http/1.1 ssl-min-ver TLSv1.3\n  default_backend up\n\
+         frontend to_tls\n  bind {to_tls}\n  default_backend up_tls\n\
+         backend up\n  server up {up}\n\
+         backend up_tls\n  server up {tls_up} ssl verify none alpn http/1.1 ssl-min-ver TLSv1.3\n",
+        bundle = cert.bundle.display(),
+        up = ups.plain,
+        tls_up = ups.tls,
+    );
+    let p = procs::haproxy(&plan.haproxy, dir, &sections, plain)?;
+    let pids = [p.pid()];
+    procs.push(p);
+    let addrs = [
+        (Front::Plain, plain),
+        (Front::Tls, tls),
+        (Front::ToTls, to_tls),
+    ];
+    Ok(Fronts::shared("haproxy", &addrs, &pids))
+}
+
+fn haproxy_version(bin: &Path) -> String {
+    std::process::Command::new(bin)
+        .arg("-v")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}

@@ -7,6 +7,14 @@ use clap::Parser;
 
 use strata::cli::{self, Cli, Command, EXIT_CONFIG_INVALID};
 
+/// jemalloc, with its background thread and the decay `.cargo/config.toml` bakes in: what a
+/// burst of connections freed goes back to the system within about a second of the free, on
+/// a busy or an idle process alike. glibc's malloc keeps freed chunks below live ones in its
+/// per-thread arenas: after 5,000 SSE streams closed it held ~80 MiB until `malloc_trim`
+/// (`bench/README.md`, "Memory after many streams").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::CheckConfig { file }) = &cli.command {

@@ -277,8 +277,14 @@ pub(crate) fn big(rt: &Runtime, plan: &Plan, targets: &[Target]) -> anyhow::Resu
 }
 
 /// Many open SSE streams through one proxy: its RSS growth per stream (each stream is an
-/// agent connection and an upstream connection).
-pub(crate) fn streams(rt: &Runtime, plan: &Plan, target: &Target) -> anyhow::Result<Value> {
+/// agent connection and an upstream connection), then how its RSS comes back once they close
+/// ([`settle`]) against `idle_mib`, its RSS when fresh.
+pub(crate) fn streams(
+    rt: &Runtime,
+    plan: &Plan,
+    target: &Target,
+    idle_mib: f64,
+) -> anyhow::Result<Value> {
     const BATCH: usize = 200;
     let base = procs::rss_kib(&target.pids);
     let (held, failed) = rt.block_on(async {
@@ -301,24 +307,74 @@ pub(crate) fn streams(rt: &Runtime, plan: &Plan, target: &Target) -> anyhow::Res
     });
     let open = procs::rss_kib(&target.pids);
     let opened = held.len();
-    rt.block_on(async {
+    let settled = rt.block_on(async {
         drop(held);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        settle(target, idle_mib).await
     });
-    let after = procs::rss_kib(&target.pids);
     let per_stream = open.saturating_sub(base) as f64 / opened.max(1) as f64;
     eprintln!(
-        "open streams via {}: {opened} open, {failed} failed, {per_stream:.1} KiB each",
-        target.name
+        "open streams via {}: {opened} open, {failed} failed, {per_stream:.1} KiB each; \
+         after close {:.1} MiB at 1 s, {:.1} MiB at {} s, within {} MiB of idle {idle_mib:.1} \
+         after {}",
+        target.name,
+        settled.at_1s_mib,
+        settled.last_mib,
+        SETTLE.as_secs(),
+        NEAR_IDLE_MIB,
+        settled
+            .near_idle_s
+            .map_or("never".into(), |s| format!("{s:.1} s")),
     );
     Ok(json!({
         "opened": opened,
         "failed": failed,
+        "idle_mib": idle_mib,
         "base_mib": base as f64 / 1024.0,
         "open_mib": open as f64 / 1024.0,
-        "after_close_mib": after as f64 / 1024.0,
+        "after_close_mib": settled.at_1s_mib,
+        "after_close_10s_mib": settled.last_mib,
+        "near_idle_s": settled.near_idle_s,
         "kib_per_stream": per_stream,
     }))
+}
+
+/// How long [`settle`] watches a proxy's RSS after its streams close.
+const SETTLE: Duration = Duration::from_secs(10);
+/// How near its idle RSS a proxy's RSS has to come back.
+const NEAR_IDLE_MIB: f64 = 8.0;
+/// How often [`settle`] reads the RSS.
+const SAMPLE: Duration = Duration::from_millis(100);
+
+/// A proxy's RSS after its streams close: at 1 s, at [`SETTLE`], and the first time it was
+/// within [`NEAR_IDLE_MIB`] of idle (seconds after the close), if it was.
+struct Settled {
+    at_1s_mib: f64,
+    last_mib: f64,
+    near_idle_s: Option<f64>,
+}
+
+/// Reads `target`'s RSS every [`SAMPLE`] for [`SETTLE`] from now (the moment its streams
+/// were dropped).
+async fn settle(target: &Target, idle_mib: f64) -> Settled {
+    let closed = tokio::time::Instant::now();
+    let mut settled = Settled {
+        at_1s_mib: f64::NAN,
+        last_mib: f64::NAN,
+        near_idle_s: None,
+    };
+    let ticks = (SETTLE.as_millis() / SAMPLE.as_millis()) as u32;
+    for k in 1..=ticks {
+        tokio::time::sleep_until(closed + SAMPLE * k).await;
+        let mib = procs::rss_kib(&target.pids) as f64 / 1024.0;
+        if settled.near_idle_s.is_none() && mib <= idle_mib + NEAR_IDLE_MIB {
+            settled.near_idle_s = Some(closed.elapsed().as_secs_f64());
+        }
+        if SAMPLE * k == Duration::from_secs(1) {
+            settled.at_1s_mib = mib;
+        }
+        settled.last_mib = mib;
+    }
+    settled
 }
 
 /// RSS of each metered target now, in MiB.

@@ -240,7 +240,7 @@ fn table(r: &Value, checks: &[Check]) -> String {
         });
         let _ = writeln!(
             t,
-            "  {:<7} idle {:>5}  after load {:>5}  max under load {:>5}  | {} streams open: {:>6} -> {:>6} MiB, {:>5} KiB/stream, {} failed; after close {}",
+            "  {:<7} idle {:>5}  after load {:>5}  max under load {:>5}  | {} streams open: {:>6} -> {:>6} MiB, {:>5} KiB/stream, {} failed; after close {} (1 s), {} (10 s), within 8 of idle after {} s",
             target,
             f1(v("fresh")),
             f1(v("after_load")),
@@ -251,6 +251,8 @@ fn table(r: &Value, checks: &[Check]) -> String {
             f1(s("kib_per_stream")),
             f0(s("failed")),
             f1(s("after_close_mib")),
+            f1(s("after_close_10s_mib")),
+            dash(s("near_idle_s"), f1),
         );
     }
     if r.get("telemetry").is_some() {
@@ -655,6 +657,10 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
     out.push((
         "streams: strata KiB/stream".into(),
         num(r, "/streams/targets/strata/kib_per_stream"),
+    ));
+    out.push((
+        "streams: strata MiB 10 s after close".into(),
+        num(r, "/streams/targets/strata/after_close_10s_mib"),
     ));
     if let Some(load) = r["telemetry"]["load"].as_object() {
         for (name, s) in load {

@@ -156,7 +156,8 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         let s = stack(plan, &scratch, false, cores).context("fixed-upstream stack")?;
         std::thread::sleep(Duration::from_millis(500));
         let mut idle = Map::new();
-        idle.insert("fresh".into(), measure::rss(&s.targets));
+        let fresh = measure::rss(&s.targets);
+        idle.insert("fresh".into(), fresh.clone());
         if plan.runs("load") {
             for (kind, path, body) in [
                 ("json", "/json", Bytes::from_static(TOOLS_CALL)),
@@ -193,7 +194,8 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
             // Not through HAProxy: its connection cap is below the streams' count.
             let held = s.targets.iter().filter(|t| !t.pids.is_empty());
             for t in held.filter(|t| t.name != "haproxy") {
-                streams.insert(t.name.into(), measure::streams(&rt, plan, t)?);
+                let idle_mib = fresh[t.name].as_f64().unwrap_or(f64::NAN);
+                streams.insert(t.name.into(), measure::streams(&rt, plan, t, idle_mib)?);
             }
             out.insert(
                 "streams".into(),

@@ -99,6 +99,18 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
         format!("strata {} KiB", f1(per)),
         per.map(|p| p <= 32.0),
     ));
+    // Unmet when it never came within 8 MiB in the 10 s watched (`near_idle_s` null).
+    let opened = num(r, "/streams/targets/strata/opened");
+    let near = num(r, "/streams/targets/strata/near_idle_s");
+    out.push(check(
+        "open SSE streams closed: RSS within 8 MiB of idle in 10 s",
+        format!(
+            "strata {} s, {} MiB at 10 s",
+            near.map_or("never".into(), |s| format!("{s:.1}")),
+            f1(num(r, "/streams/targets/strata/after_close_10s_mib")),
+        ),
+        opened.map(|_| near.is_some_and(|s| s <= 10.0)),
+    ));
     // CPU per call, every fixed-upstream scenario: the worst strata ÷ nginx.
     let mut worst: Option<(f64, String)> = None;
     if let Some(load) = r["load"].as_object() {

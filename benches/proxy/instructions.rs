@@ -53,11 +53,14 @@ pub(crate) struct Row<'a> {
 }
 
 /// What the counted processes share: the part they belong to, their upstream, the scratch
-/// directory for configs and counts, and how many calls each row is given.
+/// directory for their configs, where their counts are kept (the report's directory: the files
+/// stay for `cg_annotate` and `cg_diff`, which say where two rows' instructions differ), and
+/// how many calls each row is given.
 pub(crate) struct Counting<'a> {
     pub(crate) part: &'static str,
     pub(crate) upstream: &'a str,
     pub(crate) dir: &'a Path,
+    pub(crate) out: &'a Path,
     pub(crate) calls: u64,
 }
 
@@ -83,9 +86,10 @@ impl Counting<'_> {
     fn counted(&self, rt: &Runtime, rows: &[Row], agents: usize) -> anyhow::Result<Value> {
         let file = |name: &str| {
             let part = self.part;
-            self.dir
+            self.out
                 .join(format!("cachegrind-{part}-c{agents}-{name}.out"))
         };
+        std::fs::create_dir_all(self.out)?;
         let Some(first) = rows.first() else {
             bail!("no row to count");
         };

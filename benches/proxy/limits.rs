@@ -129,6 +129,7 @@ fn count_instructions(
         part: "limits",
         upstream,
         dir,
+        out: &plan.out,
         calls: if plan.quick { 200 } else { 5_000 },
     };
     counting

@@ -59,9 +59,6 @@ struct Admitted {
     resumed: Vec<Parked>,
     /// The trace context headers, kept while OpenTelemetry export is on.
     trace: Option<Box<CallTrace>>,
-    /// The agent accepts `text/event-stream` and not JSON (read only with limits on: a
-    /// refusal is answered in the form the agent asked for).
-    sse_only: bool,
 }
 
 /// The request body as the read phase left it.
@@ -152,7 +149,9 @@ impl Proxy {
             }
             // Not boxed: a limiter boxes only a call's wait (`Limiter::admit`).
             if let Some(limits) = &self.limits
-                && let Err(refused) = self.limit(limits, &mut call, admitted.sse_only).await
+                && let Err(refused) = self
+                    .limit(limits, &mut call, head(&parts, fields.as_ref()))
+                    .await
             {
                 return Answer::own(refused);
             }
@@ -195,10 +194,7 @@ impl Proxy {
     fn admit(&self, parts: &Parts, fields: Option<&HeadFields>) -> Result<Admitted, StrataError> {
         let metrics = &self.ctx().metrics;
         metrics.http_request(HttpMethod::from_http(&parts.method));
-        let headers = match fields {
-            Some(fields) => Headers::Own(fields),
-            None => Headers::Map(&parts.headers),
-        };
+        let headers = head(parts, fields);
         if headers.repeats(Known::Host) {
             tracing::debug!("request refused: Host appears more than once");
             return Err(StrataError::BadRequestHead);
@@ -224,7 +220,6 @@ impl Proxy {
                 .flatten(),
             protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
             has_key: headers.contains(Known::IdempotencyKey),
-            sse_only: self.limits.is_some() && accepts_only_sse(headers.get(Known::Accept)),
             trace: self
                 .ctx()
                 .telemetry
@@ -403,9 +398,18 @@ impl Proxy {
     }
 }
 
-/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard. One
-/// pass over the bytes: it runs for every call while limits are on.
-fn accepts_only_sse(accept: Option<&[u8]>) -> bool {
+/// The request's header fields: strata's own parse of the head when its connection read it,
+/// else hyper's map.
+fn head<'h>(parts: &'h Parts, fields: Option<&'h HeadFields>) -> Headers<'h> {
+    match fields {
+        Some(fields) => Headers::Own(fields),
+        None => Headers::Map(&parts.headers),
+    }
+}
+
+/// Whether an `Accept` value names `text/event-stream` and neither JSON nor a wildcard (read
+/// for a refused call, which is answered in the form its agent asked for).
+pub(super) fn accepts_only_sse(accept: Option<&[u8]>) -> bool {
     let Some(accept) = accept else {
         return false;
     };

@@ -8,9 +8,11 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::Full;
 
+use super::journey::accepts_only_sse;
 use super::pending::PendingCall;
 use super::{AgentBody, Proxy};
 use crate::http::fields::Headers;
+use crate::http::names::Known;
 use crate::policy::limits::CallLimits;
 use crate::policy::limits::refusal::Refusal;
 use crate::proxy::body::{ObservedBody, ProxyBody};
@@ -18,12 +20,12 @@ use crate::proxy::body::{ObservedBody, ProxyBody};
 impl Proxy {
     /// Admits the call under the limits, or answers it. Only a body carrying one request
     /// (with an id kept whole) is limited: a batch, notifications and responses pass.
-    /// `sse_only`: the agent accepts `text/event-stream` and not JSON.
+    /// `head`: the request's header fields, read only to answer a refused call.
     pub(super) async fn limit(
         &self,
         limits: &CallLimits,
         call: &mut PendingCall<'_>,
-        sse_only: bool,
+        head: Headers<'_>,
     ) -> Result<(), Response<AgentBody>> {
         call.read_inspection();
         let Some((rule, tool_call)) = call.limited_by(limits) else {
@@ -34,7 +36,10 @@ impl Proxy {
                 call.admitted(Box::new(admission));
                 Ok(())
             }
-            Err(refusal) => Err(self.refuse(call, &refusal, sse_only)),
+            Err(refusal) => {
+                let sse_only = accepts_only_sse(head.get(Known::Accept));
+                Err(self.refuse(call, &refusal, sse_only))
+            }
         }
     }
 

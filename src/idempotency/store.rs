@@ -178,6 +178,23 @@ impl Ticket {
         }
     }
 
+    /// Completes the claim at once when the store is in this process (memory): the record is
+    /// there before the answer's last byte goes to the agent, so a repeat sent as soon as the
+    /// answer arrived is replayed, never told the call is still in flight. A Redis store's
+    /// ticket and the record come back, for [`complete`](Self::complete) in a task.
+    pub fn complete_here(mut self, record: Record) -> Result<Completion, Box<(Ticket, Record)>> {
+        let Some(store) = self.store.take() else {
+            return Ok(Completion::Lost);
+        };
+        match &*store.backend {
+            Backend::Memory(m) => Ok(m.complete(self.key.as_str(), self.token, record)),
+            Backend::Redis(_) => {
+                self.store = Some(store);
+                Err(Box::new((self, record)))
+            }
+        }
+    }
+
     /// Forgets the claim: the call ended without an answer worth keeping, and the agent
     /// may send it again with the same key.
     pub async fn release(mut self) -> Result<(), StoreError> {

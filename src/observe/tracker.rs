@@ -354,11 +354,15 @@ impl CallTracker {
             }
         }
         // The key's record: only a whole, final answer answers repeats; otherwise the claim
-        // is released (dropping the ticket does it) so the agent may try again.
+        // is released (dropping the ticket does it) so the agent may try again. Here, before
+        // the last frame is handed on (`ObservedBody`): the memory store has the record
+        // before the agent has the answer; Redis's is stored by a task.
         if let Some((ticket, recording)) = self.idempotency.take().map(|claim| *claim)
             && answered
             && let Some(record) = recording.finish()
+            && let Err(later) = ticket.complete_here(record)
         {
+            let (ticket, record) = *later;
             tokio::spawn(async move {
                 if let Err(err) = ticket.complete(record).await {
                     tracing::warn!(error = %err, "idempotency record not stored");

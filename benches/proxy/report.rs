@@ -26,6 +26,18 @@ pub(crate) fn num(v: &Value, ptr: &str) -> Option<f64> {
     v.pointer(ptr).and_then(Value::as_f64)
 }
 
+/// In a load scenario `s`: target `x`'s figure `k` ÷ target `y`'s.
+pub(crate) fn ratio(s: &Value, x: &str, y: &str, k: &str) -> Option<f64> {
+    let v = |t: &str| num(s, &format!("/targets/{t}/{k}"));
+    v(x).zip(v(y)).map(|(a, b)| a / b)
+}
+
+/// In a load scenario `s`: target `x`'s figure `k` − target `y`'s.
+pub(crate) fn minus(s: &Value, x: &str, y: &str, k: &str) -> Option<f64> {
+    let v = |t: &str| num(s, &format!("/targets/{t}/{k}"));
+    v(x).zip(v(y)).map(|(a, b)| a - b)
+}
+
 fn shell(cmd: &str, args: &[&str]) -> String {
     Command::new(cmd)
         .args(args)
@@ -619,22 +631,17 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
     let mut out = Vec::new();
     if let Some(load) = r["load"].as_object() {
         for (name, s) in load {
-            let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
             out.push((
                 format!("{name}: strata calls/s / direct"),
-                v("strata", "rps")
-                    .zip(v("direct", "rps"))
-                    .map(|(a, b)| a / b),
+                ratio(s, "strata", "direct", "rps"),
             ));
             out.push((
                 format!("{name}: strata +p50 us"),
-                v("strata", "p50_us")
-                    .zip(v("direct", "p50_us"))
-                    .map(|(a, b)| a - b),
+                minus(s, "strata", "direct", "p50_us"),
             ));
             out.push((
                 format!("{name}: strata cpu s/10k"),
-                v("strata", "cpu_s_per_10k"),
+                num(s, "/targets/strata/cpu_s_per_10k"),
             ));
         }
     }
@@ -664,22 +671,20 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
     ));
     if let Some(load) = r["telemetry"]["load"].as_object() {
         for (name, s) in load {
-            let cpu = |t: &str| num(s, &format!("/targets/{t}/cpu_s_per_10k"));
             for t in ["r0.01", "r1"] {
                 out.push((
                     format!("telemetry {name}: {t} cpu / off"),
-                    cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
+                    ratio(s, t, "off", "cpu_s_per_10k"),
                 ));
             }
         }
     }
     if let Some(load) = r["inspector"]["load"].as_object() {
         for (name, s) in load {
-            let cpu = |t: &str| num(s, &format!("/targets/{t}/cpu_s_per_10k"));
             for t in ["on", "watched"] {
                 out.push((
                     format!("inspector {name}: {t} cpu / off"),
-                    cpu(t).zip(cpu("off")).map(|(a, b)| a / b),
+                    ratio(s, t, "off", "cpu_s_per_10k"),
                 ));
             }
         }
@@ -690,17 +695,14 @@ fn key_figures(r: &Value) -> Vec<(String, Option<f64>)> {
     ] {
         if let Some(load) = r[part]["load"].as_object() {
             for (name, s) in load {
-                let v = |t: &str, k: &str| num(s, &format!("/targets/{t}/{k}"));
                 for t in rows {
                     out.push((
                         format!("{part} {name}: {t} cpu / {off}"),
-                        v(t, "cpu_s_per_10k")
-                            .zip(v(off, "cpu_s_per_10k"))
-                            .map(|(a, b)| a / b),
+                        ratio(s, t, off, "cpu_s_per_10k"),
                     ));
                     out.push((
                         format!("{part} {name}: {t} +p50 us over {off}"),
-                        v(t, "p50_us").zip(v(off, "p50_us")).map(|(a, b)| a - b),
+                        minus(s, t, off, "p50_us"),
                     ));
                 }
             }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::report::num;
+use crate::report::{minus, num, ratio};
 use crate::targets::{f0, f1, f2};
 
 /// Targets of the paths rows, in table order.
@@ -109,18 +109,13 @@ pub(crate) fn key_figures(r: &Value, out: &mut Vec<(String, Option<f64>)>) {
         return;
     };
     for (name, s) in load {
-        let v = |x: &str, k: &str| num(s, &format!("/targets/{x}/{k}"));
         out.push((
             format!("{name}: strata cpu / nginx"),
-            v("strata", "cpu_s_per_10k")
-                .zip(v("nginx", "cpu_s_per_10k"))
-                .map(|(a, b)| a / b),
+            ratio(s, "strata", "nginx", "cpu_s_per_10k"),
         ));
         out.push((
             format!("{name}: strata +p50 us"),
-            v("strata", "p50_us")
-                .zip(v("direct", "p50_us"))
-                .map(|(a, b)| a - b),
+            minus(s, "strata", "direct", "p50_us"),
         ));
     }
 }

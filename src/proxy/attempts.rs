@@ -142,6 +142,9 @@ impl Proxy {
                 plan = Some(decided);
                 let replayable = outgoing.replay.is_some();
                 match self.next_step(call, sent, decided, replayable, upstream_fields) {
+                    // A zero wait (`Retry-After: 0`) re-sends at once: a timer rounds its
+                    // deadline up to the next millisecond tick.
+                    Step::Retry(wait) if wait.is_zero() => {}
                     Step::Retry(wait) => tokio::time::sleep(wait).await,
                     Step::Answer(sent) => return sent,
                 }

@@ -133,6 +133,16 @@ async fn retry_after_is_waited_for() {
 }
 
 #[tokio::test]
+async fn retry_after_zero_re_sends_at_once() {
+    let bed = bed(1, |_| {}).await;
+    let (status, attempts, _) = call(&bed, "read_rate_limited", json!({"retry_after": 0})).await;
+    assert_eq!(status, 200);
+    assert_eq!(attempts.as_deref(), Some("2"));
+    let retried = [("tool", "read_rate_limited"), ("reason", "http_429")];
+    assert_eq!(series(&bed, "strata_retries_total", &retried), 1.0);
+}
+
+#[tokio::test]
 async fn retry_after_over_the_cap_is_not_waited_for() {
     let bed = bed(1, |c| {
         c.policy.retry.max_retry_after = Duration::from_secs(5)

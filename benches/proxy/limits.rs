@@ -35,13 +35,14 @@ use crate::telemetry::metric_sum;
 const TOOL: &str = "ok";
 /// The rule of the `limits` and `circuit` rows: a slot and a token per call, never short of
 /// either (the bucket refills at a million a second and holds as many).
-const RULE: &str =
+pub(crate) const RULE: &str =
     "calls: [ { match: \"ok\", max_concurrent: 100000, rate: 1000000/s, burst: 1000000 } ]";
 /// The probe's rule: one token, refilled once an hour.
 const PROBE_RULE: &str = "calls: [ { match: \"ok\", rate: 1/h, burst: 1 } ]";
 /// The `circuit` row's section: every failure word counts (the default); the fixed upstream
 /// never fails, so it stays closed.
-const CIRCUIT: &str = "circuit: { consecutive_failures: 5, open_for: 10s, max_open_for: 2m }\n";
+pub(crate) const CIRCUIT: &str =
+    "circuit: { consecutive_failures: 5, open_for: 10s, max_open_for: 2m }\n";
 
 pub(crate) fn run(
     rt: &Runtime,

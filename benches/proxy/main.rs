@@ -24,6 +24,7 @@ mod paths;
 mod procs;
 mod report;
 mod report_paths;
+mod report_wrk;
 mod run;
 mod sink;
 mod targets;
@@ -31,6 +32,7 @@ mod telemetry;
 mod tls;
 mod upstream;
 mod wire;
+mod wrk;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +63,8 @@ pub(crate) struct Plan {
     pub(crate) nginx: PathBuf,
     /// The paths part's layer-4 floor (`haproxy`, Debian's; its rows are left out when absent).
     pub(crate) haproxy: PathBuf,
+    /// The wrk part's outside load generator (`wrk`, Debian's).
+    pub(crate) wrk: PathBuf,
     /// The keys part's Redis (`redis-server`, started by the harness on a free port).
     pub(crate) redis: PathBuf,
     pub(crate) out: PathBuf,
@@ -96,6 +100,7 @@ impl Plan {
             nginx: PathBuf::from("/usr/sbin/nginx"),
             haproxy: PathBuf::from("/usr/sbin/haproxy"),
             redis: PathBuf::from("redis-server"),
+            wrk: PathBuf::from("/usr/bin/wrk"),
             out: PathBuf::from("target/bench"),
             scan: None,
             baseline: None,
@@ -126,6 +131,7 @@ impl Plan {
                 "--nginx" => plan.nginx = value()?.into(),
                 "--haproxy" => plan.haproxy = value()?.into(),
                 "--redis-server" => plan.redis = value()?.into(),
+                "--wrk" => plan.wrk = value()?.into(),
                 "--out" => plan.out = value()?.into(),
                 "--scan" => plan.scan = Some(value()?.into()),
                 "--baseline" => plan.baseline = Some(value()?.into()),

@@ -5,10 +5,10 @@
 //! round as every load, beside the direct connection (plain HTTP/1.1 to the plain upstream) for
 //! the added latency.
 //!
-//! The proxies' listeners ([`Front`]): strata runs three processes (plain TCP, serving HTTP/1.1
+//! The proxies' listeners ([`Front`]): strata runs four processes (plain TCP, serving HTTP/1.1
 //! and h2 with prior knowledge on one port; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an
-//! `https://` upstream), nginx one process with a server for each, HAProxy one process with a
-//! frontend for each it can serve. Every TLS connection, the agents' and the upstreams', is
+//! `https://` upstream; plain TCP re-sending keyed calls the upstream answers 503), nginx one
+//! process with a server for each, HAProxy one process with a frontend for each it can serve. Every TLS connection, the agents' and the upstreams', is
 //! [`tls::SUITE`].
 
 use std::net::SocketAddr;
@@ -25,6 +25,9 @@ use crate::procs::{self, NGINX_PROXY, Proc, Scratch, Target};
 use crate::tls::{self, Cert};
 use crate::upstream::TOOLS_LIST_BYTES;
 use crate::wire::Wire;
+
+/// Every proxy's name: the targets whose calls carry a key on the keyed paths.
+const PROXIES: &[&str] = &["nginx", "haproxy", "strata"];
 
 /// The request body of the `large body` path: past strata's replay buffer
 /// (`retry.replay_buffer`, 64 KiB by default), so the body streams to the upstream.
@@ -48,6 +51,10 @@ enum Front {
     Tls,
     /// Plain TCP, HTTP/1.1, to the TLS upstream (`https://`).
     ToTls,
+    /// Plain TCP, HTTP/1.1, to the plain upstream, re-sending a call the upstream answers 503
+    /// (strata: keyed calls retried, `idempotency.upstream_honours_keys`; nginx:
+    /// `proxy_next_upstream http_503`).
+    Retry,
 }
 
 /// How the agents speak, on the proxies' side.
@@ -65,6 +72,8 @@ struct PathSpec {
     url: &'static str,
     body: Bytes,
     extra: &'static [(&'static str, &'static str)],
+    /// The targets whose calls carry a fresh `Idempotency-Key`.
+    keyed: &'static [&'static str],
     front: Front,
     agent: Agent,
     /// Why HAProxy in TCP mode cannot do this path's job (`None`: it can).
@@ -78,17 +87,36 @@ fn paths() -> Vec<PathSpec> {
         url,
         body: body.clone(),
         extra: &[],
+        keyed: &[],
         front,
         agent,
         no_floor,
     };
     let h2_floor = Some("h2 agents, an HTTP/1.1 upstream: a layer-4 proxy cannot translate");
+    let no_status = Some("a layer-4 proxy does not read the status: it cannot re-send");
     vec![
         path("json", "/json", &call, Front::Plain, Agent::H1, None),
         path("sse", "/sse", &call, Front::Plain, Agent::H1, None),
         PathSpec {
             extra: SESSION_FORM,
             ..path("json 2025", "/json", &call, Front::Plain, Agent::H1, None)
+        },
+        PathSpec {
+            keyed: PROXIES,
+            ..path("keyed json", "/json", &call, Front::Plain, Agent::H1, None)
+        },
+        PathSpec {
+            // Direct sends no key: the upstream answers it at once, the added latency is the
+            // proxy's with its retry.
+            keyed: PROXIES,
+            ..path(
+                "retry 503",
+                "/flaky",
+                &call,
+                Front::Retry,
+                Agent::H1,
+                no_status,
+            )
         },
         path("h2c json", "/json", &call, Front::H2c, Agent::H2c, h2_floor),
         path(
@@ -203,7 +231,7 @@ pub(crate) fn run(
                 agents,
                 path: path.url,
                 body: path.body.clone(),
-                keyed: &[],
+                keyed: path.keyed,
             };
             let figures =
                 measure::load_on(rt, plan, &targets, &ws, path.extra, &spec, ticks_per_s)?;
@@ -294,6 +322,7 @@ fn describe(p: &PathSpec) -> Value {
         "url": p.url,
         "request_bytes": p.body.len(),
         "fields": p.extra.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
+        "keyed": p.keyed,
         "no_floor": p.no_floor,
     })
 }
@@ -363,6 +392,15 @@ fn strata(
             "paths-to-tls",
             "upstream_tls: { insecure_skip_verify: true }\n".to_owned(),
         ),
+        (
+            &[Front::Retry][..],
+            &plain_url,
+            "paths-retry",
+            // Every call is retried once: a budget that admits that.
+            "idempotency: { upstream_honours_keys: true }\n\
+             retry: { budget: { ratio: 2 } }\n"
+                .to_owned(),
+        ),
     ] {
         let (p, t) = procs::strata("strata", &plan.strata, url, dir, tag, &extra)?;
         addrs.extend(fronts.iter().map(|f| (*f, t.addr, t.pids.clone())));
@@ -375,11 +413,20 @@ fn strata(
     })
 }
 
+/// nginx's retrying location: the plain upstream listed twice, since nginx re-sends a request
+/// only to the next server of a group (`max_fails=0`: a 503 never takes one out); a POST only
+/// with `non_idempotent`; the request body read before it goes upstream
+/// (`proxy_request_buffering on`), as strata reads a body into its replay buffer.
+const RETRY_LOCATION: &str = "location / { proxy_pass http://up_twice; \
+     proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; \
+     proxy_request_buffering on; proxy_read_timeout 300s; \
+     proxy_next_upstream error timeout http_503 non_idempotent; proxy_next_upstream_tries 3; }";
+
 /// nginx, one process: the plain server [`procs::nginx`] makes, and a server for each other
-/// front — `listen … http2` (prior knowledge), `listen … ssl http2` (ALPN), and a plain one whose
+/// front — `listen … http2` (prior knowledge), `listen … ssl http2` (ALPN), a plain one whose
 /// `proxy_pass https://` keeps TLS connections alive (`keepalive 64`,
 /// `proxy_ssl_session_reuse on`, the certificate not verified, as strata's
-/// `insecure_skip_verify`).
+/// `insecure_skip_verify`), and a plain one that re-sends on 503 ([`RETRY_LOCATION`]).
 fn nginx(
     plan: &Plan,
     dir: &Path,
@@ -387,10 +434,15 @@ fn nginx(
     ups: &Ups,
     procs: &mut Vec<Proc>,
 ) -> anyhow::Result<Fronts> {
-    let (h2c, tls, to_tls) = (port()?, port()?, port()?);
+    let (h2c, tls, to_tls, retry) = (port()?, port()?, port()?, port()?);
     let loc = |up: &str| format!("location / {{ proxy_pass {up}; {NGINX_PROXY} }}");
     let extra = format!(
         "\x20 upstream up_tls {{ server {tls_up}; keepalive 64; keepalive_requests 100000000; }}\n\
+         \x20 upstream up_twice {{\n\
+         \x20   server {up} max_fails=0; server {up} max_fails=0;\n\
+         \x20   keepalive 64; keepalive_requests 100000000;\n\
+         \x20 }}\n\
+         \x20 server {{ listen {retry} backlog=8192; {retry_loc} }}\n\
          \x20 server {{ listen {h2c} http2 backlog=8192; {plain} }}\n\
          \x20 server {{\n\
          \x20   listen {tls} ssl http2 backlog=8192;\n\
@@ -405,6 +457,8 @@ fn nginx(
         tls_up = ups.tls,
         plain = loc("http://up"),
         tls_loc = loc("https://up_tls"),
+        up = ups.plain,
+        retry_loc = RETRY_LOCATION,
         crt = cert.cert.display(),
         key = cert.key.display(),
     );
@@ -416,6 +470,7 @@ fn nginx(
         (Front::H2c, h2c),
         (Front::Tls, tls),
         (Front::ToTls, to_tls),
+        (Front::Retry, retry),
     ];
     Ok(Fronts::shared("nginx", &addrs, &t.pids))
 }

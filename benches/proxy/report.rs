@@ -68,6 +68,7 @@ pub(crate) fn meta(plan: &Plan, cores: usize, elapsed: Duration) -> Value {
         "round_s": plan.round.as_secs_f64(),
         "warmup_s": plan.warmup.as_secs_f64(),
         "elapsed_s": elapsed.as_secs_f64(),
+        "pgo_untrained": crate::run::UNTRAINED,
         "notes": "strata: release build, default config but limits.max_connections 12000, per-call \
                   JSON log on (stdout -> /dev/null), tokio workers = cores. nginx: worker_processes = \
                   cores, access_log /dev/null, proxy_buffering off, proxy_request_buffering off, \
@@ -128,6 +129,15 @@ fn table(r: &Value, checks: &[Check]) -> String {
         t,
         "latency: request sent -> last byte read, medians of rounds; +p50/+p99: added over direct"
     );
+    if m["strata_build"].as_str() == Some("pgo") {
+        let untrained: Vec<&str> = m["pgo_untrained"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let _ = writeln!(t, "the profile trains none of: {}", untrained.join("; "));
+    }
     let _ = writeln!(
         t,
         "{:<22} {:<7} {:>8} {:>8} {:>9} {:>8} {:>8} {:>7} {:>9} {:>8} {:>6}",
@@ -278,6 +288,9 @@ fn table(r: &Value, checks: &[Check]) -> String {
     }
     if r.get("keys").is_some() {
         keys_table(&mut t, &r["keys"]);
+    }
+    if r.get("wrk").is_some() {
+        crate::report_wrk::table(&mut t, &r["wrk"]);
     }
     if r.get("paths").is_some() {
         crate::report_paths::table(&mut t, &r["paths"]);

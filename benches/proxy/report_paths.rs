@@ -30,7 +30,7 @@ pub(crate) fn table(t: &mut String, r: &Value) {
                 .collect();
             let _ = writeln!(
                 t,
-                "  {:<14} agents {}, {} upstream, POST {} of {} bytes{}{}",
+                "  {:<14} agents {}, {} upstream, POST {} of {} bytes{}{}{}",
                 name,
                 p["agent"].as_str().unwrap_or("?"),
                 p["upstream"].as_str().unwrap_or("?"),
@@ -40,6 +40,11 @@ pub(crate) fn table(t: &mut String, r: &Value) {
                     String::new()
                 } else {
                     format!(", {}", fields.join(", "))
+                },
+                if p["keyed"].as_array().is_some_and(|k| !k.is_empty()) {
+                    ", each proxied call with a fresh Idempotency-Key"
+                } else {
+                    ""
                 },
                 p["no_floor"]
                     .as_str()

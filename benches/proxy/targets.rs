@@ -131,6 +131,13 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
             .map_or("n/a".into(), |(w, n)| format!("strata {w:.2}x nginx ({n})")),
         worst.map(|(w, _)| w <= 1.0),
     ));
+    let (sb, db) = (sb, num(r, "/big/targets/direct/mb_s"));
+    out.push(check(
+        "large response: throughput >= 0.95x direct",
+        format!("strata {}x direct", f2(sb.zip(db).map(|(s, d)| s / d))),
+        sb.zip(db).map(|(s, d)| s >= 0.95 * d),
+    ));
+    wrk(r, &mut out);
     telemetry(r, &mut out);
     inspector(r, &mut out);
     limits(r, &mut out);
@@ -274,6 +281,35 @@ fn keys(r: &Value, out: &mut Vec<Check>) {
         ),
         Some(replayed && store_errors == 0.0 && errors == 0.0 && stored),
     ));
+}
+
+/// The wrk part: wrk and the harness's own generator put strata on the same side of nginx, in
+/// CPU per call and in added p50, at each agent count.
+fn wrk(r: &Value, out: &mut Vec<Check>) {
+    let Some(load) = r.pointer("/wrk/load").and_then(Value::as_object) else {
+        out.push(check(
+            "wrk agrees with the harness on strata vs nginx",
+            "n/a".into(),
+            None,
+        ));
+        return;
+    };
+    for (name, s) in load {
+        let (cpu, p50) = (s["agree"]["cpu"].as_bool(), s["agree"]["p50"].as_bool());
+        out.push(check(
+            format!("{name}: wrk agrees with the harness on strata vs nginx"),
+            format!("CPU per call: {}; added p50: {}", agreed(cpu), agreed(p50)),
+            cpu.zip(p50).map(|(c, p)| c && p),
+        ));
+    }
+}
+
+fn agreed(x: Option<bool>) -> &'static str {
+    match x {
+        Some(true) => "same side",
+        Some(false) => "OPPOSITE sides",
+        None => "n/a",
+    }
 }
 
 /// The inspector part's targets: CPU per call with a page watching against the inspector off.

@@ -12,15 +12,20 @@
 //!   sent (ns since the Unix epoch: one clock for both processes), then the result;
 //! - `/hold`: SSE, one progress notification, then silence until the agent leaves;
 //! - `/tools_list`: a `tools/list` result of [`TOOLS_LIST_BYTES`] (thousands of tools, each with
-//!   a description and an input schema), `application/json`, with Content-Length.
+//!   a description and an input schema), `application/json`, with Content-Length;
+//! - `/flaky`: 503 with `Retry-After: 0` the first time a call's `Idempotency-Key` arrives, the
+//!   `/json` result when it arrives again (and for a call without a key): every keyed call
+//!   succeeds only if the proxy re-sends it.
 //!
 //! With `--tls` (`proxy --role upstream --tls`) it serves the same over TLS with a self-signed
 //! certificate for 127.0.0.1, HTTP/1.1 by ALPN, TLS 1.3 with one cipher suite and group
 //! ([`crate::tls::SUITE`]), so every proxy's upstream connection does the same TLS work: the
 //! paths part's `https://` upstream, and `bench/pgo.sh`'s training.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -137,6 +142,7 @@ fn tls_acceptor() -> anyhow::Result<tokio_rustls::TlsAcceptor> {
 async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
+    let refuse = path == "/flaky" && first_attempt(&req);
     // An MCP server reads the whole request before it answers.
     let mut body = req.into_body();
     while let Some(Ok(_)) = body.frame().await {}
@@ -161,12 +167,47 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
             Reply::Fixed(Some(Bytes::from_static(RESULT))),
         ),
     };
+    if refuse {
+        return Ok(unavailable());
+    }
     let mut response = Response::new(reply);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static(content_type),
     );
     Ok(response)
+}
+
+/// Whether this is the first time the request's `Idempotency-Key` arrives (it is remembered
+/// until it arrives again, so the keys held are those of calls waiting for their retry).
+fn first_attempt<B>(req: &Request<B>) -> bool {
+    static WAITING: std::sync::LazyLock<Mutex<HashSet<Bytes>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    let Some(key) = req.headers().get(crate::load::IDEMPOTENCY_KEY) else {
+        return false;
+    };
+    let key = Bytes::copy_from_slice(key.as_bytes());
+    let Ok(mut waiting) = WAITING.lock() else {
+        return false;
+    };
+    if waiting.remove(&key) {
+        return false;
+    }
+    waiting.insert(key);
+    true
+}
+
+/// `/flaky`'s first answer: 503, to be re-sent at once.
+fn unavailable() -> Response<Reply> {
+    let mut response = Response::new(Reply::Fixed(Some(Bytes::from_static(b"busy\n"))));
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, header::HeaderValue::from_static("0"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    response
 }
 
 fn param(query: &str, name: &str) -> Option<u64> {

@@ -1,0 +1,69 @@
+//! The wrk part's table: per agent count, each generator's figures for every target side by
+//! side, and whether the two agree in direction on strata against nginx.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::report::{minus, num, ratio};
+use crate::targets::{f0, f1, f2};
+
+pub(crate) fn table(t: &mut String, r: &Value) {
+    let _ = writeln!(
+        t,
+        "\nThe fixed JSON scenario through two load generators, the harness's and {}",
+        r["wrk"].as_str().unwrap_or("wrk")
+    );
+    let _ = writeln!(
+        t,
+        "{:<18} {:<8} {:<7} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>6}",
+        "load",
+        "by",
+        "via",
+        "p50 us",
+        "p99 us",
+        "calls/s",
+        "+p50",
+        "cpu s/10k",
+        "cpu/nginx",
+        "errors"
+    );
+    let Some(load) = r["load"].as_object() else {
+        return;
+    };
+    for (name, s) in load {
+        for by in ["harness", "wrk"] {
+            rows(t, name, by, &s[by]);
+        }
+        let _ = writeln!(
+            t,
+            "{:<18} same side of nginx: CPU per call {}, added p50 {}",
+            "", s["agree"]["cpu"], s["agree"]["p50"]
+        );
+    }
+}
+
+fn rows(t: &mut String, name: &str, by: &str, s: &Value) {
+    let v = |x: &str, k: &str| num(s, &format!("/targets/{x}/{k}"));
+    for (i, x) in ["direct", "nginx", "strata"].into_iter().enumerate() {
+        let proxied = x != "direct";
+        let added = proxied.then(|| minus(s, x, "direct", "p50_us")).flatten();
+        let cpu_nginx = (x == "strata")
+            .then(|| ratio(s, x, "nginx", "cpu_s_per_10k"))
+            .flatten();
+        let _ = writeln!(
+            t,
+            "{:<18} {:<8} {:<7} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>6}",
+            if i == 0 && by == "harness" { name } else { "" },
+            if i == 0 { by } else { "" },
+            x,
+            f1(v(x, "p50_us")),
+            f1(v(x, "p99_us")),
+            f0(v(x, "rps")),
+            added.map_or("-".into(), |a| f1(Some(a))),
+            v(x, "cpu_s_per_10k").map_or("-".into(), |c| f2(Some(c))),
+            cpu_nginx.map_or("-".into(), |c| f2(Some(c))),
+            f0(v(x, "errors")),
+        );
+    }
+}

@@ -12,18 +12,21 @@
 #   bash bench/proxy.sh --no-scan     # skip the classifier benchmark
 #   bash bench/proxy.sh --no-pgo      # measure a plain `cargo build --release` instead
 #   bash bench/proxy.sh --only load --agents 64 --rounds 3   # a part (load, testbed, sse,
-#                                     # big, streams, telemetry, inspector, limits, keys, paths) and
-#                                     # other harness options
+#                                     # big, streams, telemetry, inspector, limits, keys, wrk,
+#                                     # paths) and other harness options
 #   bash bench/proxy.sh --only limits # a limits.calls rule that never refuses, and the circuit,
 #                                     # against no limits: CPU per call and added latency
 #   bash bench/proxy.sh --only keys --baseline OLD_BIN   # Idempotency-Key calls on the memory
 #                                     # and Redis stores against calls without a key, the Redis
 #                                     # ones also through OLD_BIN; needs redis-server (started on
 #                                     # a free loopback port, ended by PID)
-#   bash bench/proxy.sh --only paths  # h2 and TLS agents, an https:// upstream, the 2025 form, a
-#                                     # body past the replay buffer, a 4 MiB tools/list: strata,
-#                                     # nginx, and HAProxy in TCP mode as the layer-4 floor (Debian's
-#                                     # haproxy; HAPROXY=PATH; its rows are left out without it)
+#   bash bench/proxy.sh --only wrk    # the fixed JSON scenario through wrk (Debian's; WRK=PATH)
+#                                     # beside the harness's own load generator
+#   bash bench/proxy.sh --only paths  # h2 and TLS agents, an https:// upstream, the 2025 form,
+#                                     # keyed calls, a 503 retried, a body past the replay buffer,
+#                                     # a 4 MiB tools/list: strata, nginx, and HAProxy in TCP mode
+#                                     # as the layer-4 floor (Debian's haproxy; HAPROXY=PATH; its
+#                                     # rows are left out without it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -45,6 +48,8 @@ nginx="${NGINX:-/usr/sbin/nginx}"
 [ -x "$nginx" ] || { echo "nginx not found at $nginx (apt-get install nginx-light, or set NGINX)" >&2; exit 1; }
 haproxy="${HAPROXY:-/usr/sbin/haproxy}"
 [ -x "$haproxy" ] || echo "haproxy not found at $haproxy: the paths part runs without its layer-4 rows (apt-get install haproxy, or set HAPROXY)" >&2
+wrk="${WRK:-/usr/bin/wrk}"
+[ -x "$wrk" ] || echo "wrk not found at $wrk: no cross-check with an outside load generator (apt-get install wrk, or set WRK)" >&2
 # 5,000 open streams need ~10,000 descriptors in the proxy and 5,000 in the generator.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if [ -n "$strata" ]; then
@@ -65,4 +70,4 @@ if [ "$scan" = 1 ]; then
     args+=(--scan "$target/criterion")
 fi
 exec cargo bench --bench proxy -- --strata "$strata" --build "$build" --nginx "$nginx" --haproxy "$haproxy" \
-    --out "$target/bench" "${args[@]}"
+    --wrk "$wrk" --out "$target/bench" "${args[@]}"

@@ -19,23 +19,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use tokio::runtime::Runtime;
 
-use crate::Plan;
 use crate::measure;
-use crate::procs::{self, Scratch};
+use crate::procs::{self};
+use crate::run::Part;
 
 /// How often the page asks for the counts.
 const COUNTS_EVERY: Duration = Duration::from_secs(2);
 /// The section the `on` and `watched` rows run with.
 const ENABLED: &str = "inspector:\n  enabled: true\n";
 
-pub(crate) fn run(
-    rt: &Runtime,
-    plan: &Plan,
-    scratch: &Scratch,
-    ticks_per_s: u64,
-) -> anyhow::Result<Value> {
+pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
+    let (rt, plan, scratch, ticks_per_s) = (part.rt, part.plan, part.scratch, part.ticks_per_s);
     let (_up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
     let dir = scratch.path();

@@ -31,10 +31,10 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::runtime::Runtime;
 
-use crate::Plan;
 use crate::load::{self, IDEMPOTENCY_KEY, TOOLS_CALL};
 use crate::measure;
-use crate::procs::{self, Scratch, Target};
+use crate::procs::{self, Target};
+use crate::run::Part;
 use crate::telemetry::metric_sum;
 
 /// The targets whose calls carry a key.
@@ -44,12 +44,8 @@ const IN_REDIS: [&str; 2] = ["base-redis", "redis"];
 /// The Redis ACL user the current build's store logs in as.
 const REDIS_USER: &str = "strata";
 
-pub(crate) fn run(
-    rt: &Runtime,
-    plan: &Plan,
-    scratch: &Scratch,
-    ticks_per_s: u64,
-) -> anyhow::Result<Value> {
+pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
+    let (rt, plan, scratch, ticks_per_s) = (part.rt, part.plan, part.scratch, part.ticks_per_s);
     let dir = scratch.path();
     let password = format!(
         "bench{:x}{:x}",

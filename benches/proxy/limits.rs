@@ -28,7 +28,8 @@ use crate::Plan;
 use crate::instructions::{self, Counting, Row};
 use crate::load::{self, TOOLS_CALL};
 use crate::measure;
-use crate::procs::{self, Scratch, Target};
+use crate::procs::{self, Target};
+use crate::run::Part;
 use crate::telemetry::metric_sum;
 
 /// The tool [`TOOLS_CALL`] calls.
@@ -44,12 +45,8 @@ const PROBE_RULE: &str = "calls: [ { match: \"ok\", rate: 1/h, burst: 1 } ]";
 pub(crate) const CIRCUIT: &str =
     "circuit: { consecutive_failures: 5, open_for: 10s, max_open_for: 2m }\n";
 
-pub(crate) fn run(
-    rt: &Runtime,
-    plan: &Plan,
-    scratch: &Scratch,
-    ticks_per_s: u64,
-) -> anyhow::Result<Value> {
+pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
+    let (rt, plan, scratch, ticks_per_s) = (part.rt, part.plan, part.scratch, part.ticks_per_s);
     let (_up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
     let dir = scratch.path();

@@ -26,6 +26,19 @@ pub(crate) struct LoadSpec {
 }
 
 impl LoadSpec {
+    /// The fixed upstream's JSON tools/call at `agents`, no call keyed: the scenario the parts
+    /// that compare configurations (and generators) share.
+    pub(crate) fn fixed_json(agents: usize) -> LoadSpec {
+        LoadSpec {
+            upstream: "fixed",
+            kind: "json",
+            agents,
+            path: "/json",
+            body: Bytes::from_static(load::TOOLS_CALL),
+            keyed: &[],
+        }
+    }
+
     pub(crate) fn name(&self) -> String {
         format!("{} {} c={}", self.upstream, self.kind, self.agents)
     }
@@ -78,12 +91,8 @@ pub(crate) fn part_loads(
         targets.extend(base.cloned());
         targets.extend(rows.iter().map(|t| (*t).clone()));
         let spec = LoadSpec {
-            upstream: "fixed",
-            kind: "json",
-            agents,
-            path: "/json",
-            body: Bytes::from_static(load::TOOLS_CALL),
             keyed,
+            ..LoadSpec::fixed_json(agents)
         };
         let figures = self::load(rt, plan, &targets, &spec, ticks_per_s)?;
         loads.insert(spec.name(), figures);

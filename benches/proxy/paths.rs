@@ -16,12 +16,12 @@ use std::path::Path;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use tokio::runtime::Runtime;
 
 use crate::Plan;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec};
-use crate::procs::{self, NGINX_PROXY, Proc, Scratch, Target};
+use crate::procs::{self, NGINX_PROXY, Proc, Target};
+use crate::run::Part;
 use crate::tls::{self, Cert};
 use crate::upstream::TOOLS_LIST_BYTES;
 use crate::wire::Wire;
@@ -202,12 +202,8 @@ struct Ups {
     tls: SocketAddr,
 }
 
-pub(crate) fn run(
-    rt: &Runtime,
-    plan: &Plan,
-    scratch: &Scratch,
-    ticks_per_s: u64,
-) -> anyhow::Result<Value> {
+pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
+    let (rt, plan, scratch, ticks_per_s) = (part.rt, part.plan, part.scratch, part.ticks_per_s);
     let dir = scratch.path().join("paths");
     std::fs::create_dir_all(&dir)?;
     let cert = tls::cert(&dir)?;

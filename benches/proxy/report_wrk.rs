@@ -14,20 +14,8 @@ pub(crate) fn table(t: &mut String, r: &Value) {
         "\nThe fixed JSON scenario through two load generators, the harness's and {}",
         r["wrk"].as_str().unwrap_or("wrk")
     );
-    let _ = writeln!(
-        t,
-        "{:<18} {:<8} {:<7} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>6}",
-        "load",
-        "by",
-        "via",
-        "p50 us",
-        "p99 us",
-        "calls/s",
-        "+p50",
-        "cpu s/10k",
-        "cpu/nginx",
-        "errors"
-    );
+    // The columns of [`rows`].
+    t.push_str("load               by       via       p50 us   p99 us   calls/s     +p50 cpu s/10k cpu/nginx errors\n");
     let Some(load) = r["load"].as_object() else {
         return;
     };
@@ -35,10 +23,21 @@ pub(crate) fn table(t: &mut String, r: &Value) {
         for by in ["harness", "wrk"] {
             rows(t, name, by, &s[by]);
         }
+        let word = |by: &str, k: usize| match s["agree"]["sides"][by][k].as_i64() {
+            Some(-1) => "below",
+            Some(0) => "level",
+            Some(1) => "above",
+            _ => "?",
+        };
         let _ = writeln!(
             t,
-            "{:<18} same side of nginx: CPU per call {}, added p50 {}",
-            "", s["agree"]["cpu"], s["agree"]["p50"]
+            "{:<18} strata against nginx (level: within 5 %), harness / wrk: CPU per call {} / {}, \
+             added p50 {} / {}",
+            "",
+            word("harness", 0),
+            word("wrk", 0),
+            word("harness", 1),
+            word("wrk", 1),
         );
     }
 }

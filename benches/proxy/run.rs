@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+use tokio::runtime::Runtime;
 
 use crate::Plan;
 use crate::load::TOOLS_CALL;
@@ -38,6 +39,16 @@ impl Drop for Stack {
             );
         }
     }
+}
+
+/// What every part's `run` is given: the harness's runtime, the plan, the scratch directory,
+/// and the clock ticks a second `/proc` counts CPU time in.
+#[derive(Clone, Copy)]
+pub(crate) struct Part<'a> {
+    pub(crate) rt: &'a Runtime,
+    pub(crate) plan: &'a Plan,
+    pub(crate) scratch: &'a Scratch,
+    pub(crate) ticks_per_s: u64,
 }
 
 /// The paths training leaves out, which the profile lays out as cold: each is either a failure
@@ -165,6 +176,12 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
         .build()?;
     let scratch = Scratch::new()?;
     let tck = procs::clock_ticks();
+    let part = Part {
+        rt: &rt,
+        plan,
+        scratch: &scratch,
+        ticks_per_s: tck,
+    };
     let started = std::time::SystemTime::now();
     let mut load = Map::new();
     let mut out = Map::new();
@@ -246,37 +263,35 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
     if plan.runs("telemetry") && !plan.train {
         out.insert(
             "telemetry".into(),
-            telemetry::run(&rt, plan, &scratch, tck).context("telemetry part")?,
+            telemetry::run(part).context("telemetry part")?,
         );
     }
     if plan.runs("inspector") && !plan.train {
         out.insert(
             "inspector".into(),
-            inspector::run(&rt, plan, &scratch, tck).context("inspector part")?,
+            inspector::run(part).context("inspector part")?,
         );
     }
     if plan.runs("limits") && !plan.train {
-        out.insert(
-            "limits".into(),
-            limits::run(&rt, plan, &scratch, tck).context("limits part")?,
-        );
+        out.insert("limits".into(), limits::run(part).context("limits part")?);
     }
     if plan.runs("keys") && !plan.train {
-        out.insert(
-            "keys".into(),
-            keys::run(&rt, plan, &scratch, tck).context("keys part")?,
-        );
+        out.insert("keys".into(), keys::run(part).context("keys part")?);
     }
     if plan.runs("wrk") && !plan.train {
-        out.insert(
-            "wrk".into(),
-            wrk::run(&rt, plan, &scratch, tck).context("wrk part")?,
-        );
+        if plan.wrk.exists() {
+            out.insert("wrk".into(), wrk::run(part).context("wrk part")?);
+        } else {
+            eprintln!(
+                "wrk: {} not found: no cross-check (apt-get install wrk, or --wrk PATH)",
+                plan.wrk.display()
+            );
+        }
     }
     // In training too: strata's rows alone, every path (h2, TLS, a streamed body, a large
     // answer), their loads checked with the others'.
     if plan.runs("paths") {
-        let figures = paths::run(&rt, plan, &scratch, tck).context("paths part")?;
+        let figures = paths::run(part).context("paths part")?;
         if plan.train {
             for (name, l) in figures["load"].as_object().into_iter().flatten() {
                 load.insert(format!("paths {name}"), l.clone());

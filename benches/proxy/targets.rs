@@ -283,8 +283,8 @@ fn keys(r: &Value, out: &mut Vec<Check>) {
     ));
 }
 
-/// The wrk part: wrk and the harness's own generator put strata on the same side of nginx, in
-/// CPU per call and in added p50, at each agent count.
+/// The wrk part: wrk and the harness's own generator put strata on the same side of nginx
+/// (below, level or above), in CPU per call and in added p50, at each agent count.
 fn wrk(r: &Value, out: &mut Vec<Check>) {
     let Some(load) = r.pointer("/wrk/load").and_then(Value::as_object) else {
         out.push(check(

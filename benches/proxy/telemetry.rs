@@ -25,7 +25,8 @@ use tokio::runtime::Runtime;
 use crate::Plan;
 use crate::load::{self, TOOLS_CALL};
 use crate::measure::{self, LoadSpec};
-use crate::procs::{self, Proc, Scratch, Target};
+use crate::procs::{self, Proc, Target};
+use crate::run::Part;
 use crate::sink::{Mode, Sink};
 
 /// Agents of the two load rows.
@@ -39,12 +40,8 @@ const SPANS_PER_CALL: u64 = 2;
 /// queue's schedule delay (5 s) and some.
 const DROP_WAIT: Duration = Duration::from_secs(7);
 
-pub(crate) fn run(
-    rt: &Runtime,
-    plan: &Plan,
-    scratch: &Scratch,
-    ticks_per_s: u64,
-) -> anyhow::Result<Value> {
+pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
+    let (rt, plan, scratch, ticks_per_s) = (part.rt, part.plan, part.scratch, part.ticks_per_s);
     let (up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
     let dir = scratch.path();
@@ -104,14 +101,7 @@ pub(crate) fn run(
             if agents == 1 {
                 targets.push(stall.clone());
             }
-            let spec = LoadSpec {
-                upstream: "fixed",
-                kind: "json",
-                agents,
-                path: "/json",
-                body: Bytes::from_static(TOOLS_CALL),
-                keyed: &[],
-            };
+            let spec = LoadSpec::fixed_json(agents);
             let figures = measure::load(rt, plan, &targets, &spec, ticks_per_s)?;
             loads.insert(spec.name(), figures);
         }

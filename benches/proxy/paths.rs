@@ -8,8 +8,8 @@
 //! The proxies' listeners ([`Front`]): strata runs four processes (plain TCP, serving HTTP/1.1
 //! and h2 with prior knowledge on one port; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an
 //! `https://` upstream; plain TCP re-sending keyed calls the upstream answers 503), nginx one
-//! process with a server for each, HAProxy one process with a frontend for each it can serve. Every TLS connection, the agents' and the upstreams', is
-//! [`tls::SUITE`].
+//! process with a server for each, HAProxy one process with a frontend for each it can serve.
+//! Every TLS connection, the agents' and the upstreams', is [`tls::SUITE`].
 
 use std::net::SocketAddr;
 use std::path::Path;

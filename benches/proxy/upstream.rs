@@ -146,6 +146,9 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
     // An MCP server reads the whole request before it answers.
     let mut body = req.into_body();
     while let Some(Ok(_)) = body.frame().await {}
+    if refuse {
+        return Ok(unavailable());
+    }
     let (content_type, reply) = match path.as_str() {
         "/sse" => ("text/event-stream", Reply::Frames(SSE_FRAMES)),
         "/big" => {
@@ -167,9 +170,6 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
             Reply::Fixed(Some(Bytes::from_static(RESULT))),
         ),
     };
-    if refuse {
-        return Ok(unavailable());
-    }
     let mut response = Response::new(reply);
     response.headers_mut().insert(
         header::CONTENT_TYPE,

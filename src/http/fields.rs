@@ -11,10 +11,10 @@
 //! `Connection` names) left out. A request's `X-Forwarded-For` is summed with this hop's
 //! entry and its `Host` added or rewritten per `host_header`; an answer gets `Via` and
 //! `strata-attempts` (`agent_h1/response.rs`). Fields as read are used for a POST that
-//! strata's own agent connection read, to an `http://` upstream, with retries on and no
-//! `Idempotency-Key` (`proxy/read_plan.rs`), and for that call's answer; a map
-//! is still built everywhere else: hyper's server and client (h2 and TLS agents, `https://`
-//! upstreams), the idempotency path, a GET or DELETE.
+//! strata's own agent connection read, with retries on and no `Idempotency-Key`
+//! (`proxy/read_plan.rs`), and for that call's answer; a map is still built everywhere else:
+//! hyper's server and client (h2 and TLS agents, streamed bodies), the idempotency path, a GET
+//! or DELETE.
 
 use bytes::Bytes;
 use http::HeaderMap;

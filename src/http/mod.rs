@@ -4,5 +4,6 @@
 pub mod fields;
 pub mod forward;
 pub mod hop;
+pub mod io;
 pub mod length;
 pub mod names;

@@ -43,6 +43,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
 use super::tls::{AgentIo, AgentTls};
+use crate::http::io::MaybeTls;
 use crate::metrics::{Limit, Metrics};
 use crate::proxy::agent_h1::{self, HeadLimits, Served};
 use crate::proxy::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer};
@@ -271,7 +272,7 @@ async fn connection(shared: Arc<Shared>, accepted: Accepted) {
     // connection moved through named locals or into an async fn's argument keeps a slot in
     // this task's future at each step, for the connection's life.
     let ended = match io {
-        AgentIo::Plain(tcp) if h1 => {
+        MaybeTls::Plain(tcp) if h1 => {
             // strata's own HTTP/1.1 connection; hyper's for what it hands over.
             let served = agent_h1::serve(
                 tcp,
@@ -376,7 +377,7 @@ fn report(ended: Result<(), Ended>, metrics: &Metrics, agent: SocketAddr, starte
 /// go through the auto builder, as before.
 async fn plain_h1(io: &AgentIo) -> bool {
     const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    let AgentIo::Plain(tcp) = io else {
+    let MaybeTls::Plain(tcp) = io else {
         return false;
     };
     let mut first = [0u8; H2_PREFACE.len()];

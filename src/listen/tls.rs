@@ -9,20 +9,18 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::ListenTls;
+use crate::http::io::MaybeTls;
 use crate::metrics::{Metrics, TlsFailure};
 
 /// What the agent may negotiate, most preferred first (RFC 7301). Without ALPN a client gets
@@ -86,10 +84,10 @@ impl AgentTls {
         deadline: Duration,
     ) -> Option<AgentIo> {
         let Some(acceptor) = acceptor else {
-            return Some(AgentIo::Plain(stream));
+            return Some(MaybeTls::Plain(stream));
         };
         let (reason, error) = match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => return Some(AgentIo::Tls(Box::new(tls))),
+            Ok(Ok(tls)) => return Some(MaybeTls::Tls(Box::new(tls))),
             Ok(Err(err)) => (failure(&err), err.to_string()),
             Err(_) => (TlsFailure::Timeout, "not finished in time".to_owned()),
         };
@@ -100,71 +98,8 @@ impl AgentTls {
     }
 }
 
-/// An agent connection: plain TCP, or TLS over it. One type, so that everything after the
-/// handshake is the same code for both.
-pub(super) enum AgentIo {
-    Plain(TcpStream),
-    /// Boxed: a TLS session is far larger than a plain stream (clippy: large_enum_variant).
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for AgentIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AgentIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for AgentIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            AgentIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            AgentIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            AgentIo::Plain(s) => s.is_write_vectored(),
-            AgentIo::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AgentIo::Plain(s) => Pin::new(s).poll_flush(cx),
-            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AgentIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            AgentIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
+/// An agent connection: plain TCP, or TLS over it.
+pub(super) type AgentIo = MaybeTls<TlsStream<TcpStream>>;
 
 /// Builds the acceptor for `tls`; `None` when TLS is off.
 pub fn acceptor(tls: Option<&ListenTls>) -> Result<Option<TlsAcceptor>, TlsError> {

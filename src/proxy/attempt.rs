@@ -45,21 +45,6 @@ pub(super) struct RetryPlan {
 }
 
 impl Template {
-    pub(super) fn of<B>(request: &Request<B>) -> Template {
-        let headers = request.headers();
-        Template {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            version: request.version(),
-            // Empty for fields kept as read (`http/fields.rs`): nothing to copy.
-            headers: if headers.is_empty() {
-                HeaderMap::new()
-            } else {
-                headers.clone()
-            },
-        }
-    }
-
     /// The template of a head that was sent and given back (`Proxy::send`): moved, not
     /// copied.
     pub(super) fn from_parts(parts: http::request::Parts) -> Template {

@@ -71,14 +71,12 @@ impl Proxy {
         mut head_timer: HeadTimer<'a>,
     ) -> impl Future<Output = Sent> + Send + 'a {
         async move {
-            // A retry can only happen for an idempotent call whose body is in the replay buffer;
-            // the head is kept for re-sending until the policy has said (as the first attempt
-            // went out). strata's own connection gives the head back once written: the template
-            // is then made of it, moved, and only for a call the policy may retry.
+            // A retry can only happen for an idempotent call whose body is in the replay buffer,
+            // which strata's own connection takes. It gives the head back once written; the
+            // template for re-sending is made of it, moved, and only for a call the policy may
+            // retry (it has said once the first attempt went out).
             let retries = outgoing.replay.is_some() && self.policy.retries_enabled();
-            let mut template = (retries && self.h1.is_none())
-                .then(|| outgoing.first.as_ref().map(Template::of))
-                .flatten();
+            let mut template: Option<Template> = None;
             let mut plan = None;
             loop {
                 let request = match (outgoing.first.take(), &template) {
@@ -219,7 +217,7 @@ impl Proxy {
     /// One attempt: the request out, the response head back.
     ///
     /// `fields`: the agent's fields as read, when `request` has no map (only for a body known
-    /// whole to an `http://` upstream, which is what takes them here); the answer's fields
+    /// whole, which is what takes them here); the answer's fields
     /// are then kept as read too, into `answer_fields`. `now`: the attempt's start.
     fn send<'a>(
         &'a self,
@@ -233,14 +231,12 @@ impl Proxy {
         Option<Parts>,
     ) {
         // strata's own connections take a body known whole (the replay buffer's, or none).
-        if let Some(conns) = &self.h1
-            && let Some(body) = request.body_mut().take_whole()
-        {
+        if let Some(body) = request.body_mut().take_whole() {
             // The head is written before the future is made: its parts come back, unchanged,
             // for a retry's template.
             let (parts, _taken) = request.into_parts();
             let sending = Sending::Own {
-                sending: conns.send(&parts, fields, body, hop, now),
+                sending: self.h1.send(&parts, fields, body, hop, now),
                 answer_fields,
             };
             return (sending, Some(parts));

@@ -1,5 +1,5 @@
-//! Connections to a plain-HTTP (`http://`) upstream: HTTP/1.1 spoken by strata itself, a
-//! cache of idle connections, each used by the call's own task.
+//! Connections to the upstream: HTTP/1.1 spoken by strata itself, over TCP (`http://`) or
+//! TLS over it (`https://`), a cache of idle connections, each used by the call's own task.
 //!
 //! Why not hyper-util's pooled client here: its connections run in tasks of their own, so a
 //! call crosses tasks for the request, for the response head and for every body chunk (the
@@ -12,7 +12,11 @@
 //! (`framing.rs`): frames that arrived together go to the agent together, nothing is spawned
 //! or sent across a channel. It takes requests whose body is known whole — the replay
 //! buffer's, or none — which is every call while retries are on (the default); a streamed
-//! body, and `https://` upstreams (TLS, h2 by ALPN), go through hyper-util's client.
+//! body goes through hyper-util's client, in HTTP/1.1 too.
+//!
+//! Over TLS (rustls, the upstream client's settings: `pooled_client.rs`) no ALPN is offered,
+//! so the server speaks HTTP/1.1, as to nginx's `proxy_pass https://`; rustls resumes sessions
+//! for new connections. TCP connect and TLS handshake share `timeouts.connect`.
 //!
 //! Idle connections are not polled. One the server closed while idle is found at checkout
 //! (polled once, it has ended) and dropped; one idle for the idle limit ([`POOL_IDLE_TIMEOUT`]
@@ -42,16 +46,20 @@ use bytes::{Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery};
 use http::{Method, Response};
 use http_body::{Body, Frame, SizeHint};
+use rustls::pki_types::ServerName;
 use thread_local::ThreadLocal;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 #[cfg(doc)]
 use super::pooled_client::POOL_IDLE_TIMEOUT;
 #[cfg(doc)]
 use super::request_body::RequestBody;
 use crate::http::forward::Hop;
+use crate::http::io::MaybeTls;
 
 mod framing;
 pub(super) mod wire;
@@ -99,10 +107,12 @@ const INIT_READ: usize = 8 * 1024;
 /// is held only while reads fill it.
 const MAX_READ: usize = 512 * 1024;
 
-/// The idle HTTP/1.1 connections to one plain-HTTP upstream.
+/// The idle HTTP/1.1 connections to one upstream.
 pub struct H1Conns {
     host: Box<str>,
     port: u16,
+    /// `https://`: the session's settings and the name the certificate must carry (SNI).
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     connect_timeout: Duration,
     idle_limit: Duration,
     /// One list per thread: a connection is registered with the runtime of the thread that
@@ -125,7 +135,7 @@ struct IdleList {
 /// One connection and what was read from it, boxed once when it is made and handed around
 /// by its box from then on.
 struct Conn {
-    tcp: TcpStream,
+    io: MaybeTls<TlsStream<TcpStream>>,
     read: BytesMut,
     /// Room made for the next read: doubles while reads fill it, halves when they do not.
     next_read: usize,
@@ -159,7 +169,7 @@ pub enum SendError {
     /// What came back was not an HTTP/1.1 response head.
     #[error("upstream: {0}")]
     Head(#[from] HeadError),
-    /// From hyper-util's client (`https://` upstreams, streamed bodies).
+    /// From hyper-util's client (streamed bodies).
     #[error("upstream: {0}")]
     Pooled(#[from] hyper_util::client::legacy::Error),
 }
@@ -178,21 +188,34 @@ impl SendError {
 // === impl H1Conns ===
 
 impl H1Conns {
-    /// The cache for `authority`; its sweep runs on the current tokio runtime, if any, until
-    /// the cache is dropped.
+    /// The cache for `authority`, over TLS with `tls` (an `https://` upstream); its sweep
+    /// runs on the current tokio runtime, if any, until the cache is dropped.
     pub fn new(
         authority: &Authority,
+        tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
         idle_limit: Duration,
-    ) -> Arc<H1Conns> {
-        // `[::1]` in a URI is `::1` to a socket.
+    ) -> Result<Arc<H1Conns>, rustls::pki_types::InvalidDnsNameError> {
+        // `[::1]` in a URI is `::1` to a socket, and to a certificate's IP address.
         let host = authority
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
+        let tls = match tls {
+            Some(config) => Some((
+                TlsConnector::from(config),
+                ServerName::try_from(host)?.to_owned(),
+            )),
+            None => None,
+        };
+        let port = match tls {
+            Some(_) => 443,
+            None => 80,
+        };
         let conns = Arc::new(H1Conns {
             host: host.into(),
-            port: authority.port_u16().unwrap_or(80),
+            port: authority.port_u16().unwrap_or(port),
+            tls,
             connect_timeout,
             idle_limit,
             idle: ThreadLocal::new(),
@@ -211,7 +234,7 @@ impl H1Conns {
                 }
             });
         }
-        conns
+        Ok(conns)
     }
 
     /// Sends a request whose body is known whole ([`RequestBody::whole`]) on an idle
@@ -253,7 +276,9 @@ impl H1Conns {
             loop {
                 let (mut conn, reused) = match here.checkout(now).await {
                     Some(conn) => (conn, true),
-                    None => (self.connect().await?, false),
+                    // Boxed: a TLS handshake's state would otherwise be room in every call's
+                    // future, and a call makes a connection rarely.
+                    None => (Box::pin(self.connect()).await?, false),
                 };
                 match conn.write_request(&head, &body).await {
                     Ok(()) => keep_head(std::mem::take(&mut head)),
@@ -280,10 +305,11 @@ impl H1Conns {
         }
     }
 
+    /// A new connection: TCP, and the TLS handshake over it for an `https://` upstream, both
+    /// within `timeouts.connect`.
     async fn connect(&self) -> Result<Box<Conn>, SendError> {
-        let connect = TcpStream::connect((&*self.host, self.port));
-        let tcp = match tokio::time::timeout(self.connect_timeout, connect).await {
-            Ok(Ok(tcp)) => tcp,
+        let io = match tokio::time::timeout(self.connect_timeout, self.dial()).await {
+            Ok(Ok(io)) => io,
             Ok(Err(err)) => return Err(SendError::Connect(err)),
             Err(_elapsed) => {
                 return Err(SendError::Connect(io::Error::new(
@@ -292,14 +318,23 @@ impl H1Conns {
                 )));
             }
         };
-        // A request head and a small body go out at once, not after a delayed ACK.
-        let _ = tcp.set_nodelay(true);
         Ok(Box::new(Conn {
-            tcp,
+            io,
             read: BytesMut::new(),
             next_read: INIT_READ,
             since: Instant::now(),
         }))
+    }
+
+    async fn dial(&self) -> io::Result<MaybeTls<TlsStream<TcpStream>>> {
+        let tcp = TcpStream::connect((&*self.host, self.port)).await?;
+        // A request head and a small body go out at once, not after a delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        let Some((connector, name)) = &self.tls else {
+            return Ok(MaybeTls::Plain(tcp));
+        };
+        let tls = connector.connect(name.clone(), tcp).await?;
+        Ok(MaybeTls::Tls(Box::new(tls)))
     }
 
     /// Keeps a connection whose response ended whole, for the next call (this thread's list).
@@ -392,16 +427,14 @@ impl IdleList {
 
 impl Conn {
     /// Still open and quiet: a connection the server closed while idle has its end (or, from
-    /// a confused server, stray bytes) waiting to be read.
+    /// a confused server, stray bytes) waiting to be read. Over TLS the read takes what is not
+    /// the application's (a session ticket) and finds nothing more on an open connection.
     fn is_open(&mut self, cx: &mut Context<'_>) -> bool {
-        match self.tcp.poll_read_ready(cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            Poll::Ready(Ok(())) => {
-                let mut probe = [0u8; 1];
-                matches!(self.tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
-        }
+        let mut probe = [0u8; 1];
+        let mut probe = ReadBuf::new(&mut probe);
+        Pin::new(&mut self.io)
+            .poll_read(cx, &mut probe)
+            .is_pending()
     }
 
     /// The head and the body in one `writev` (more only when the socket takes part of it).
@@ -412,13 +445,15 @@ impl Conn {
             left = &mut left[..1];
         }
         while !left.is_empty() {
-            let n = self.tcp.write_vectored(left).await?;
+            let n = self.io.write_vectored(left).await?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
             IoSlice::advance_slices(&mut left, n);
         }
-        Ok(())
+        // TLS records a write left in the session (a socket that took part of them); plain
+        // TCP has nothing to flush.
+        self.io.flush().await
     }
 
     /// Reads until a final response head is whole (interim 1xx ones are skipped).
@@ -445,7 +480,7 @@ impl Conn {
             self.read.reserve(self.next_read);
         }
         let room = self.read.capacity() - self.read.len();
-        let n = ready!(pin!(self.tcp.read_buf(&mut self.read)).poll(cx))?;
+        let n = ready!(pin!(self.io.read_buf(&mut self.read)).poll(cx))?;
         if n >= room {
             self.next_read = (self.next_read * 2).min(MAX_READ);
         } else if n < self.next_read / 4 {

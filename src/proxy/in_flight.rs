@@ -28,7 +28,7 @@ pin_project! {
             sending: F,
             answer_fields: &'a mut Option<HeadFields>,
         },
-        /// hyper-util's client (`https://` upstreams, streamed bodies).
+        /// hyper-util's client (streamed bodies).
         Pooled {
             #[pin]
             sending: ResponseFuture,

@@ -129,8 +129,7 @@ impl Proxy {
             }
             let hop = Hop::new(parts.version, peer);
             let agent_version = parts.version;
-            // hyper's client picks h1 or h2 per connection (ALPN); the agent's version is not
-            // the upstream's.
+            // The upstream is spoken to in HTTP/1.1, whatever the agent's version.
             parts.version = Version::HTTP_11;
             let mut call = PendingCall::new(
                 self,
@@ -308,7 +307,7 @@ impl Proxy {
         fields: &mut Option<HeadFields>,
         kind: BodyKind,
     ) -> Result<(), StrataError> {
-        if (kind != BodyKind::Whole || self.h1.is_none())
+        if kind != BodyKind::Whole
             && let Some(own) = fields.take()
         {
             parts.headers = own.to_map().ok_or(StrataError::BadRequestBody)?;
@@ -330,11 +329,6 @@ impl Proxy {
         );
         forward::apply_hop_rules(&mut parts.headers).map_err(|_| StrataError::BadRequestHead)?;
         parts.uri = uri;
-        // Only an h2 connection keeps values after sending them (`own_values`): a `https://`
-        // upstream may be h2 (ALPN); `http://` ones are spoken to in HTTP/1.1.
-        if self.h1.is_none() {
-            forward::own_values(&mut parts.headers);
-        }
         Ok(())
     }
 

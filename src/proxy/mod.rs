@@ -77,9 +77,9 @@ pub type AgentBody = ProxyBody<Box<CallTracker>>;
 /// The proxy: shared by every connection and request.
 pub struct Proxy {
     client: UpstreamClient,
-    /// `http://` upstreams: strata's own HTTP/1.1 connections (`h1_conns.rs`), for requests
-    /// whose body is known whole; `https://` ones, and streamed bodies, go through `client`.
-    h1: Option<Arc<H1Conns>>,
+    /// strata's own HTTP/1.1 connections (`h1_conns.rs`), for requests whose body is known
+    /// whole; streamed bodies go through `client`.
+    h1: Arc<H1Conns>,
     /// A copy per worker (`runtime/per_worker.rs`): each call clones its worker's, since a
     /// reference count both workers write on every call moves its cache line between cores
     /// each time.
@@ -244,7 +244,8 @@ impl Proxy {
         carried: Carried,
         previous: Option<&CallLimits>,
     ) -> Result<Arc<Proxy>, ClientError> {
-        let client = pooled_client::build(&config.upstream_tls, config.timeouts.connect)?;
+        let tls = pooled_client::tls_config(&config.upstream_tls)?;
+        let client = pooled_client::build(&tls, config.timeouts.connect);
         let scheme = match config.upstream.scheme {
             config::Scheme::Http => Scheme::HTTP,
             config::Scheme::Https => Scheme::HTTPS,
@@ -263,13 +264,13 @@ impl Proxy {
             inspector: config.inspector.enabled.then(|| carried.inspector.clone()),
             capture: carried.capture.clone(),
         };
-        let h1 = (scheme == Scheme::HTTP).then(|| {
-            H1Conns::new(
-                &config.upstream.authority,
-                config.timeouts.connect,
-                pooled_client::POOL_IDLE_TIMEOUT,
-            )
-        });
+        let h1 = H1Conns::new(
+            &config.upstream.authority,
+            (scheme == Scheme::HTTPS).then(|| Arc::new(tls)),
+            config.timeouts.connect,
+            pooled_client::POOL_IDLE_TIMEOUT,
+        )
+        .map_err(|_| ClientError::ServerName(config.upstream.authority.host().to_owned()))?;
         let policy = Policy::new(&config.policy, carried.annotations.clone());
         let propagate = carried.telemetry.is_some()
             && config.telemetry.as_ref().is_some_and(|t| {
@@ -287,7 +288,7 @@ impl Proxy {
             retries: (policy.retries_enabled() || limits.is_some()).then_some(read_ahead),
             keyed: read_ahead,
             // strata's `traceparent` goes into a map.
-            fields_as_read: h1.is_some() && policy.retries_enabled() && !propagate,
+            fields_as_read: policy.retries_enabled() && !propagate,
         };
         Ok(Arc::new(Proxy {
             client,

@@ -1,9 +1,12 @@
-//! The upstream client: one hyper-util pool shared by every worker (pooled keep-alive
-//! connections to the MCP server are what make a sidecar cheap), http and https.
+//! hyper-util's pooled client, shared by every worker, for the calls strata's own connections
+//! (`h1_conns.rs`) do not take: those whose request body is streamed. HTTP/1.1, over TCP or
+//! TLS, as on strata's own connections.
 //!
-//! TLS: rustls with the `ring` provider; roots are Mozilla's (webpki) or the host's (native),
-//! plus an optional extra CA file. Verification is on unless `insecure_skip_verify`, which is
-//! logged loudly at start-up. ALPN offers h2 and http/1.1.
+//! TLS, for both: rustls with the `ring` provider; roots are Mozilla's (webpki) or the host's
+//! (native), plus an optional extra CA file. Verification is on unless
+//! `insecure_skip_verify`, which is logged loudly at start-up. No ALPN is offered: the server
+//! speaks HTTP/1.1, and toward HTTP/1.1 the agent's `Host` and the target's authority cannot
+//! disagree as `Host` and `:authority` could in h2 (RFC 9113 §8.3.1).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,29 +41,30 @@ pub enum ClientError {
     },
     #[error("upstream TLS: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("upstream {0}: not a host name or IP address a certificate can name")]
+    ServerName(String),
 }
 
-/// Builds the shared upstream client.
-pub fn build(tls: &UpstreamTls, connect_timeout: Duration) -> Result<UpstreamClient, ClientError> {
+/// Builds the shared pooled client, with the TLS settings of [`tls_config`].
+pub fn build(tls: &ClientConfig, connect_timeout: Duration) -> UpstreamClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(connect_timeout));
     http.set_nodelay(true);
-    let tls_config = tls_config(tls)?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config)
+        .with_tls_config(tls.clone())
         .https_or_http()
         .enable_http1()
-        .enable_http2()
         .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
+    Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .build(https))
+        .build(https)
 }
 
-fn tls_config(tls: &UpstreamTls) -> Result<ClientConfig, ClientError> {
+/// The TLS settings for connections to an `https://` upstream (no ALPN: HTTP/1.1).
+pub fn tls_config(tls: &UpstreamTls) -> Result<ClientConfig, ClientError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;

@@ -14,7 +14,7 @@ pub(crate) struct ReadPlan {
     /// A body with an `Idempotency-Key` goes into the replay buffer whatever the retries.
     pub(super) keyed: (usize, Option<Duration>),
     /// A POST without a key is forwarded from its fields as read (`http/fields.rs`): retries
-    /// on (its body goes into the replay buffer) to an `http://` upstream.
+    /// on (its body goes into the replay buffer, which strata's own connection takes).
     pub(super) fields_as_read: bool,
 }
 

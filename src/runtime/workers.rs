@@ -14,8 +14,8 @@
 //! stays on the worker it was seated with.
 //!
 //! A worker that has drained keeps its runtime running until all have: an upstream
-//! connection it made (`https://` upstreams share hyper-util's pool) may still be carrying
-//! another worker's response.
+//! connection it made (hyper-util's pool, which streamed bodies go through, is shared) may
+//! still be carrying another worker's response.
 
 use std::future::Future;
 use std::io;

@@ -15,24 +15,17 @@
 //! - agent: strata's own HTTP/1.1 connection (plain TCP, `Content-Length` body); hyper's
 //!   HTTP/1.1 (a chunked body on plain TCP, which strata's own connection hands over; or TLS);
 //!   h2 (prior knowledge on plain TCP, or ALPN over TLS);
-//! - upstream: `http://` with retries on (strata's own HTTP/1.1 upstream connections, the body
-//!   read whole), `http://` with retries off (hyper-util's pooled client, the body streamed),
-//!   `https://` with retries on and off (hyper's client over TLS; the front prefers h2);
+//! - upstream: `http://` and `https://`, each with retries on (strata's own HTTP/1.1 upstream
+//!   connections, the body read whole) and off (hyper-util's pooled client, the body
+//!   streamed), always in HTTP/1.1: strata offers no ALPN, though the TLS front would prefer
+//!   h2 (asserted per route);
 //! - without a key, or with one (the body read whole, the answer recorded in the memory
 //!   store).
-//!
-//! Not a route here: an `https://` upstream in HTTP/1.1. The TLS front (`upstream.rs`) prefers
-//! h2 and strata offers it, so ALPN always picks h2 (asserted per route); hyper's HTTP/1.1
-//! client is on the `http://` route with retries off.
 //!
 //! Each route's request is also sent, the same bytes, straight to a scripted upstream of the
 //! same kind (over TLS for a TLS agent): what that upstream records is the agent's request as
 //! a direct connection delivers it, and the baseline of the comparison. The upstream's answer
-//! as it is on the wire is read directly too, once in HTTP/1.1 and once in h2.
-//!
-//! `an_h2_upstream_gets_the_preserved_host_as_its_authority` states a rule strata does not
-//! keep yet, and is ignored until it does: toward an h2 upstream, `:authority` differs from
-//! `Host` (see there). Run it with `cargo test --test tls -- --ignored`.
+//! as it is on the wire in HTTP/1.1 is read directly too.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -102,9 +95,9 @@ enum UpstreamKind {
     Http,
     /// `http://`, `retry.max_attempts: 1`: hyper-util's pooled client, the body streamed.
     HttpStreamed,
-    /// `https://`, retries on: hyper's client over TLS.
+    /// `https://`, retries on: strata's own HTTP/1.1 connections over TLS.
     Https,
-    /// `https://`, `retry.max_attempts: 1`.
+    /// `https://`, `retry.max_attempts: 1`: hyper-util's pooled client over TLS.
     HttpsStreamed,
 }
 
@@ -347,17 +340,12 @@ fn forwarded_request(direct: &Fields, agent: AgentKind, authority: &str) -> Fiel
 }
 
 /// The answer an agent should get through strata, from the upstream's answer as it is on the
-/// wire in `upstream_version`: the documented changes applied, framing aside.
-fn forwarded_answer(wire: &Fields, upstream_version: Version) -> Fields {
+/// wire (HTTP/1.1): the documented changes applied, framing aside.
+fn forwarded_answer(wire: &Fields) -> Fields {
     let mut out = unframed(without_hop(wire));
-    let via = if upstream_version == Version::HTTP_2 {
-        "2 strata"
-    } else {
-        "1.1 strata"
-    };
     out.entry("via".to_owned())
         .or_default()
-        .push(via.to_owned());
+        .push("1.1 strata".to_owned());
     out
 }
 
@@ -668,14 +656,12 @@ fn diff(what: &str, want: &Fields, got: &Fields) -> Vec<String> {
 /// The framing the upstream should see for `agent`'s body of `length` bytes. strata writes
 /// the length of a body it read whole (retries on, or a key) and of one whose length the
 /// agent stated (hyper's client writes an exact size as `Content-Length`), as a direct
-/// connection delivers it; a chunked body it streams goes on chunked in HTTP/1.1, and in h2
-/// with neither (the stream's end frames it).
+/// connection delivers it; a chunked body it streams goes on chunked.
 fn request_framing(agent: AgentKind, upstream: UpstreamKind, keyed: bool, length: usize) -> String {
     let known = upstream.retries() || keyed || agent != AgentKind::ChunkedH1;
-    match (known, upstream.tls()) {
-        (true, _) => format!("length {length}"),
-        (false, false) => "chunked".to_owned(),
-        (false, true) => "none".to_owned(),
+    match known {
+        true => format!("length {length}"),
+        false => "chunked".to_owned(),
     }
 }
 
@@ -703,14 +689,11 @@ async fn every_route_is_a_direct_connection_but_for_the_documented_changes() {
     let started = tokio::time::Instant::now();
     let m = Matrix::start().await;
 
-    // The upstream's answer as it is on the wire, in each version strata may read it in. Over
-    // HTTP/1.1 it is the handler's, field for field; hyper's h2 server leaves out the
-    // connection's fields and those `Connection` names (RFC 9113 §8.2.2).
+    // The upstream's answer as it is on the wire in HTTP/1.1, the version strata reads it in:
+    // the handler's, field for field.
     let wire_h1 = exchange(&Call::new(AgentKind::OwnH1, 0, None), m.direct.addr, &m.ca).await;
     let handler = map_fields(answering(&m.direct.last()).headers());
     assert_eq!(fields_of(&wire_h1.fields), handler, "{}", wire_h1.raw_head);
-    let wire_h2 = exchange(&Call::new(AgentKind::H2, 0, None), m.direct.addr, &m.ca).await;
-    assert_eq!(fields_of(&wire_h2.fields), without_hop(&handler));
 
     let mut table = String::from(
         "| # | agent | upstream | key | upstream got: version, framing, host | agent got: framing |\n\
@@ -767,13 +750,8 @@ async fn every_route_is_a_direct_connection_but_for_the_documented_changes() {
                 {
                     problems.push(format!("upstream target {} {}", up.method, up.uri));
                 }
-                let want_version = if side.kind.tls() {
-                    // strata offers h2 and http/1.1; the front prefers h2.
-                    Version::HTTP_2
-                } else {
-                    Version::HTTP_11
-                };
-                if up.version != want_version {
+                // No ALPN from strata: HTTP/1.1, though the TLS front prefers h2.
+                if up.version != Version::HTTP_11 {
                     problems.push(format!("upstream version {:?}", up.version));
                 }
 
@@ -796,8 +774,7 @@ async fn every_route_is_a_direct_connection_but_for_the_documented_changes() {
 
                 // (3) The answer: 200, the upstream's body, its fields with the changes, and
                 // the upstream's length.
-                let wire = if side.kind.tls() { &wire_h2 } else { &wire_h1 };
-                let want = forwarded_answer(&fields_of(&wire.fields), want_version);
+                let want = forwarded_answer(&fields_of(&wire_h1.fields));
                 let got = fields_of(&answer.fields);
                 if answer.status != 200 {
                     problems.push(format!("status {}", answer.status));
@@ -857,56 +834,4 @@ async fn every_route_is_a_direct_connection_but_for_the_documented_changes() {
         started.elapsed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// A rule strata does not keep yet (the matrix above checks the `Host` field alone).
-///
-/// To an h2 upstream (`https://`, ALPN h2), strata sends `:authority` = the upstream's own
-/// authority (`localhost:PORT`, from the URI it gives hyper's client) beside `host` = the
-/// agent's (`probe.local`, kept by `host_header: preserve`). RFC 9113 §8.3.1: "Clients MUST NOT
-/// generate a request with a Host header field that differs from the ':authority'
-/// pseudo-header field. A server SHOULD treat a request as malformed if it contains" one.
-/// A server that follows the SHOULD refuses every call; one that takes the request's
-/// authority from `:authority` sees the upstream's name, not the agent's, and its
-/// DNS-rebinding check — the reason `Host` is preserved — checks the wrong name. What the
-/// upstream should get: `:authority` = the preserved host, and `host`, if sent at all, the
-/// same.
-#[tokio::test]
-#[ignore = "strata sends :authority = the upstream's authority beside the agent's Host to an \
-            h2 upstream (RFC 9113 §8.3.1); the fix needs a connector that dials the configured \
-            upstream whatever the URI's authority"]
-async fn an_h2_upstream_gets_the_preserved_host_as_its_authority() {
-    let dir = scratch_dir("route-matrix-authority");
-    let ca = Ca::new("route matrix authority");
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, ca.pem()).unwrap();
-    let listener_cert = ca.server(1).write(&dir, "server");
-    let side = Side::start(UpstreamKind::Https, &ca, &ca_file, &listener_cert).await;
-    let mut problems = Vec::new();
-    for agent in [AgentKind::OwnH1, AgentKind::H2] {
-        let answer = exchange(&Call::new(agent, 1, None), side.plain.listen, &ca).await;
-        assert_eq!(answer.status, 200, "{agent:?}: {answer:?}");
-        let up = side.upstream.last();
-        assert_eq!(up.version, Version::HTTP_2, "{agent:?}");
-        let host = preserved_host(agent, &side.plain);
-        let authority = up.uri.authority().map(|a| a.as_str().to_owned());
-        let fields: Vec<_> = up.headers.get_all("host").iter().collect();
-        if authority.as_deref() != Some(host.as_str()) || fields.iter().any(|v| *v != host.as_str())
-        {
-            problems.push(format!(
-                "{agent:?} agent: want :authority {host} (and host, if any, the same); \
-                 the upstream got {}\n    the whole head: {} {} {:?} {:?}",
-                host_seen(&up),
-                up.method,
-                up.uri,
-                up.version,
-                up.headers,
-            ));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "STRATA BUG (RFC 9113 §8.3.1: Host differs from :authority toward an h2 upstream):\n{}",
-        problems.join("\n")
-    );
 }

@@ -59,6 +59,8 @@ pub(crate) struct Plan {
     /// Parts to run: load, testbed, sse, big, streams, telemetry, inspector, limits, keys, paths
     /// (all by default).
     pub(crate) only: Vec<String>,
+    /// The paths part's paths to run, by name (all by default).
+    pub(crate) paths: Vec<String>,
     pub(crate) strata: PathBuf,
     pub(crate) nginx: PathBuf,
     /// The paths part's layer-4 floor (`haproxy`, Debian's; its rows are left out when absent).
@@ -96,6 +98,7 @@ impl Plan {
             streams: if quick { 500 } else { 5000 },
             telemetry_calls: if quick { 10_000 } else { 100_000 },
             only: Vec::new(),
+            paths: Vec::new(),
             strata: PathBuf::from("target/release/strata"),
             nginx: PathBuf::from("/usr/sbin/nginx"),
             haproxy: PathBuf::from("/usr/sbin/haproxy"),
@@ -127,6 +130,7 @@ impl Plan {
                 "--telemetry-calls" => plan.telemetry_calls = value()?.parse()?,
                 "--big-mib" => plan.big_bytes = value()?.parse::<u64>()? << 20,
                 "--only" => plan.only = value()?.split(',').map(str::to_owned).collect(),
+                "--paths" => plan.paths = value()?.split(',').map(str::to_owned).collect(),
                 "--strata" => plan.strata = value()?.into(),
                 "--nginx" => plan.nginx = value()?.into(),
                 "--haproxy" => plan.haproxy = value()?.into(),

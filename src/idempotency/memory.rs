@@ -5,7 +5,9 @@
 //! path, but a stuck upstream keeps it alive — does not block its key forever. Because the
 //! TTL is one value, claim order is marker expiry order and completion order is record expiry
 //! order: two ordered indexes give both the sweep (pop expired fronts, on every operation:
-//! amortised O(1), so no background task) and eviction (oldest record first). In-flight markers
+//! amortised O(1), so no background task) and eviction (oldest record first). Each index item
+//! carries its entry's expiry, so a sweep that finds nothing expired reads the two first items
+//! and no entry of the map (an old entry's line is seldom in cache). In-flight markers
 //! are never evicted: dropping one would let a repeat run the call a second time; when only
 //! markers are left, a claim fails with [`StoreError::Full`] and the proxy forwards the call
 //! without idempotency.
@@ -42,12 +44,18 @@ pub struct Usage {
 struct Inner {
     entries: HashMap<Arc<str>, Entry>,
     /// Markers by claim sequence (= expiry order).
-    in_flight: BTreeMap<u64, Arc<str>>,
+    in_flight: BTreeMap<u64, Indexed>,
     /// Records by completion sequence (= expiry and eviction order).
-    done: BTreeMap<u64, Arc<str>>,
+    done: BTreeMap<u64, Indexed>,
     bytes: usize,
     /// Sequence numbers; a marker's is also its claim token.
     next: u64,
+}
+
+/// An index item: the entry's key, and its expiry (the entry's own, copied).
+struct Indexed {
+    expires: Instant,
+    key: Arc<str>,
 }
 
 struct Entry {
@@ -99,8 +107,12 @@ impl MemoryStore {
         }
         let seq = inner.next_seq();
         let key: Arc<str> = key.into();
-        inner.in_flight.insert(seq, key.clone());
         let expires = Instant::now() + self.ttl;
+        let indexed = Indexed {
+            expires,
+            key: key.clone(),
+        };
+        inner.in_flight.insert(seq, indexed);
         let entry = Entry {
             fp,
             seq,
@@ -129,7 +141,11 @@ impl MemoryStore {
             return Completion::Lost;
         };
         inner.in_flight.remove(&entry.seq);
-        inner.done.insert(seq, key.clone());
+        let indexed = Indexed {
+            expires,
+            key: key.clone(),
+        };
+        inner.done.insert(seq, indexed);
         inner.bytes += size;
         entry.seq = seq;
         entry.expires = expires;
@@ -186,7 +202,7 @@ impl Inner {
     /// Drops the oldest record; false when there is none (only markers are left).
     fn evict_oldest_record(&mut self) -> bool {
         match self.done.first_key_value() {
-            Some((_, key)) => {
+            Some((_, Indexed { key, .. })) => {
                 let key = key.clone();
                 self.remove(&key);
                 true
@@ -199,26 +215,23 @@ impl Inner {
     fn sweep(&mut self, now: Instant) {
         for records in [false, true] {
             loop {
-                let index = if records { &self.done } else { &self.in_flight };
-                let Some((&seq, key)) = index.first_key_value() else {
-                    break;
-                };
-                match self.entries.get(key) {
-                    Some(e) if e.seq == seq && e.expires > now => break,
-                    Some(e) if e.seq == seq => {
-                        let key = key.clone();
-                        self.remove(&key);
-                    }
-                    // An index item whose entry is gone or newer (never expected).
-                    _ => {}
-                }
-                // Also by sequence, so the loop ends whatever the entry was.
                 let index = if records {
                     &mut self.done
                 } else {
                     &mut self.in_flight
                 };
-                index.remove(&seq);
+                let Some(first) = index.first_entry() else {
+                    break;
+                };
+                if first.get().expires > now {
+                    break;
+                }
+                // Taken from the index whatever the entry is, so the loop ends.
+                let (seq, Indexed { key, .. }) = first.remove_entry();
+                // An entry gone or newer than its index item is never expected.
+                if self.entries.get(&key).is_some_and(|e| e.seq == seq) {
+                    self.remove(&key);
+                }
             }
         }
     }

@@ -142,7 +142,14 @@ fn hex_round_trips() {
 #[test]
 fn keys_are_scoped_and_checked() {
     let a = Key::new(b"abc-123", b"Bearer one").unwrap();
-    assert!(a.as_str().ends_with(":abc-123"));
+    // The stored form (a Redis key outlives the process that wrote it): the scope's hash in
+    // 32 lower-case hex digits, a colon, the key.
+    let scope = hash_bytes(b"Bearer one");
+    assert_eq!(a.as_str(), format!("{scope:032x}:abc-123"));
+    assert_eq!(
+        Key::new(b"k", b"").unwrap().as_str(),
+        format!("{:032x}:k", hash_bytes(b""))
+    );
     assert_eq!(Key::new(b"\"abc-123\"", b"Bearer one"), Some(a.clone()));
     assert_eq!(Key::new(b"  abc-123 ", b"Bearer one"), Some(a.clone()));
     assert_ne!(Key::new(b"abc-123", b"Bearer two"), Some(a.clone()));

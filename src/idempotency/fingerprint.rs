@@ -194,17 +194,38 @@ impl SipHasher24 {
         self.v[0] ^= m;
     }
 
+    /// Bytes in order, as one stream whatever the cuts between writes: a word is compressed
+    /// once 8 bytes are in, little-endian (the tail a byte at a time, whole words at once).
     pub(super) fn write(&mut self, bytes: &[u8]) {
         self.length += bytes.len();
-        for &b in bytes {
-            self.tail |= u64::from(b) << (8 * self.ntail);
-            self.ntail += 1;
-            if self.ntail == 8 {
-                let m = self.tail;
-                self.compress(m);
-                self.tail = 0;
-                self.ntail = 0;
-            }
+        let mut rest = bytes;
+        while self.ntail != 0 {
+            let Some((&b, more)) = rest.split_first() else {
+                return;
+            };
+            self.push(b);
+            rest = more;
+        }
+        let mut words = rest.chunks_exact(8);
+        for word in &mut words {
+            let mut m = [0u8; 8];
+            m.copy_from_slice(word);
+            self.compress(u64::from_le_bytes(m));
+        }
+        for &b in words.remainder() {
+            self.push(b);
+        }
+    }
+
+    /// One byte into the tail; a full tail is compressed.
+    fn push(&mut self, b: u8) {
+        self.tail |= u64::from(b) << (8 * self.ntail);
+        self.ntail += 1;
+        if self.ntail == 8 {
+            let m = self.tail;
+            self.compress(m);
+            self.tail = 0;
+            self.ntail = 0;
         }
     }
 

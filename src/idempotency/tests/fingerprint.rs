@@ -30,6 +30,26 @@ fn siphash_matches_the_reference_vectors() {
     assert_eq!(whole.finish(), parts.finish());
 }
 
+/// Whole words are compressed at once and a tail a byte at a time: any cuts between writes
+/// give the hash of the bytes written whole, which one write of a byte at a time gives too.
+#[test]
+fn siphash_is_the_same_at_any_cuts() {
+    let message: Vec<u8> = (0..70u8).map(|b| b.wrapping_mul(37)).collect();
+    for len in 0..=message.len() {
+        let bytes = &message[..len];
+        let mut whole = SipHasher24::new(SIP_KEY.0, SIP_KEY.1);
+        whole.write(bytes);
+        let whole = whole.finish();
+        for cut in 1..=9 {
+            let mut parts = SipHasher24::new(SIP_KEY.0, SIP_KEY.1);
+            for piece in bytes.chunks(cut) {
+                parts.write(piece);
+            }
+            assert_eq!(parts.finish(), whole, "len {len}, pieces of {cut}");
+        }
+    }
+}
+
 #[test]
 fn hash_is_fnv1a_and_fixed_key_siphash() {
     let h = hash_bytes(b"a");

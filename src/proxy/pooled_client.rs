@@ -8,7 +8,10 @@
 //! speaks HTTP/1.1, and toward HTTP/1.1 the agent's `Host` and the target's authority cannot
 //! disagree as `Host` and `:authority` could in h2 (RFC 9113 §8.3.1).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper_rustls::HttpsConnector;
@@ -23,7 +26,7 @@ use crate::config::{TlsRoots, UpstreamTls};
 
 /// The body strata sends upstream: the agent's, observed by the request inspector.
 pub use super::request_body::RequestBody;
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+pub type UpstreamClient = Client<Bounded<HttpsConnector<HttpConnector>>, RequestBody>;
 
 /// Idle pooled connections are closed after this. It must stay below the servers' own
 /// keep-alive timeouts — uvicorn's and Node's are 5 s — or a call sent just as the server
@@ -56,11 +59,52 @@ pub fn build(tls: &ClientConfig, connect_timeout: Duration) -> UpstreamClient {
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);
+    let bounded = Bounded {
+        inner: https,
+        limit: connect_timeout,
+    };
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .build(https)
+        .build(bounded)
+}
+
+/// A connector whose whole connect — TCP, and the TLS handshake for `https://` — ends within
+/// `timeouts.connect`, as on strata's own connections (hyper-util's `HttpConnector` bounds the
+/// TCP connect alone). Past it the connect fails: a connect error, nothing sent.
+#[derive(Clone)]
+pub struct Bounded<C> {
+    inner: C,
+    limit: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<http::Uri> for Bounded<C>
+where
+    C: tower_service::Service<http::Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let limit = self.limit;
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_elapsed) => Err("timeouts.connect elapsed".into()),
+            }
+        })
+    }
 }
 
 /// The TLS settings for connections to an `https://` upstream (no ALPN: HTTP/1.1).

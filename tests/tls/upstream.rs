@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
@@ -246,4 +247,39 @@ async fn insecure_skip_verify_accepts_any_certificate_and_says_so_loudly() {
     assert_eq!(upstream.testbed.calls_of("ok"), 1);
     assert_eq!(upstream.front.handshakes().len(), 1);
     running.stop().await;
+}
+
+/// A TLS handshake that never finishes (the server accepts and sends nothing) ends at
+/// `timeouts.connect` on both routes: 502 and a connect error, not the response head's wait.
+#[tokio::test]
+async fn a_handshake_that_never_finishes_ends_at_the_connect_timeout() {
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let holding = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = silent.accept().await {
+            held.push(tcp);
+        }
+    });
+    for attempts in ROUTES {
+        let url = Upstream::parse(&format!("https://localhost:{port}")).unwrap();
+        let running = strata_to(url, |c| {
+            c.policy.retry.max_attempts = attempts;
+            c.timeouts.connect = Duration::from_millis(300);
+            c.timeouts.response_head = Duration::from_secs(30);
+        })
+        .await;
+        let started = tokio::time::Instant::now();
+        assert_eq!(call_ok(&running).await, 502, "{attempts} attempts");
+        let took = started.elapsed();
+        // Each attempt ends at 300 ms; three, with their backoff, well within 10 s. Unbounded,
+        // the call would wait the 30 s response-head timeout.
+        assert!(
+            took < Duration::from_secs(10),
+            "{attempts} attempts: {took:?}"
+        );
+        assert!(connect_errors(&running) >= 1.0, "{attempts} attempts");
+        running.stop().await;
+    }
+    holding.abort();
 }

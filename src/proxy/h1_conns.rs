@@ -208,13 +208,11 @@ impl H1Conns {
             )),
             None => None,
         };
-        let port = match tls {
-            Some(_) => 443,
-            None => 80,
-        };
+        // The schemes' default ports (RFC 9110 §4.2.1, §4.2.2).
+        let default_port = if tls.is_some() { 443 } else { 80 };
         let conns = Arc::new(H1Conns {
             host: host.into(),
-            port: authority.port_u16().unwrap_or(port),
+            port: authority.port_u16().unwrap_or(default_port),
             tls,
             connect_timeout,
             idle_limit,

@@ -13,21 +13,23 @@
 //! replicas and builds — a Redis record outlives the process that wrote it and is read by
 //! other replicas — so it cannot use std's `RandomState` (random per process) or
 //! `DefaultHasher` (its algorithm is unspecified across Rust releases). It is two independent
-//! 64-bit hashes written out here: FNV-1a and SipHash-2-4 with a fixed key. Not cryptographic:
+//! 64-bit hashes written out in [`hash`]: FNV-1a and SipHash-2-4 with a fixed key. Not cryptographic:
 //! a colliding pair only fools the agent that owns the key (keys are scoped, see [`Key`]).
 //!
 //! [`Key`]: super::Key
 
-use serde_json::Value;
+mod hash;
+mod tree;
 
 use super::jsonscan;
+pub(super) use hash::Hash128;
+#[cfg(test)]
+pub(super) use hash::{SIP_KEY, SipHasher24};
+use tree::Node;
 
 /// Changes whenever the canonical form below changes, so old records stop matching (422)
 /// instead of matching wrongly.
 const DOMAIN: &[u8] = b"strata-idem-fp/1";
-
-/// SipHash key: any fixed value works; it only has to be the same everywhere.
-pub(super) const SIP_KEY: (u64, u64) = (0x7374_7261_7461_2d69, 0x6465_6d2d_6670_2f31);
 
 /// 128 bits identifying a request, minus its id and `_meta`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,9 +49,9 @@ pub struct Fingerprinted {
 /// Fingerprints a request: `target` is the HTTP path and query, `body` the whole request body.
 /// `None` when the body is not JSON (such a request is forwarded without idempotency).
 pub fn fingerprint(target: &str, body: &[u8]) -> Option<Fingerprinted> {
-    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let mut value = Node::parse(body)?;
     match &mut value {
-        Value::Array(batch) => batch.iter_mut().for_each(strip),
+        Node::Array(batch) => batch.iter_mut().for_each(strip),
         one => strip(one),
     }
     let mut h = Hash128::new();
@@ -69,174 +71,44 @@ pub fn fingerprint(target: &str, body: &[u8]) -> Option<Fingerprinted> {
 }
 
 /// Replaces a message's `id` with a placeholder and drops `params._meta`.
-fn strip(message: &mut Value) {
-    let Value::Object(m) = message else { return };
-    if let Some(id) = m.get_mut("id") {
-        *id = Value::Bool(true);
+fn strip(message: &mut Node<'_>) {
+    if let Some(id) = message.member_mut("id") {
+        *id = Node::Bool(true);
     }
-    if let Some(Value::Object(params)) = m.get_mut("params") {
+    if let Some(params) = message.member_mut("params") {
         params.remove("_meta");
     }
 }
 
-/// Feeds a value in an unambiguous tagged, length-prefixed form. Recursion is bounded by
-/// serde_json's parser, which refuses nesting deeper than 128.
-fn canonical(v: &Value, h: &mut Hash128) {
+/// Feeds a value in an unambiguous tagged, length-prefixed form; objects' members come
+/// sorted by key from the parse. Recursion is bounded by serde_json's parser, which refuses
+/// nesting deeper than 128.
+fn canonical(v: &Node<'_>, h: &mut Hash128) {
     match v {
-        Value::Null => h.bytes(b"n"),
-        Value::Bool(true) => h.bytes(b"t"),
-        Value::Bool(false) => h.bytes(b"f"),
-        Value::Number(n) => {
+        Node::Null => h.bytes(b"n"),
+        Node::Bool(true) => h.bytes(b"t"),
+        Node::Bool(false) => h.bytes(b"f"),
+        Node::Number(n) => {
             h.bytes(b"#");
-            h.string(&n.to_string());
+            h.number(n);
         }
-        Value::String(s) => {
+        Node::String(s) => {
             h.bytes(b"\"");
             h.string(s);
         }
-        Value::Array(items) => {
+        Node::Array(items) => {
             h.bytes(b"[");
             h.len(items.len());
             items.iter().for_each(|item| canonical(item, h));
         }
-        Value::Object(map) => {
+        Node::Object(members) => {
             h.bytes(b"{");
-            h.len(map.len());
-            // Sorted here rather than trusting the map type: serde_json keeps insertion order
-            // if any crate in the build enables its `preserve_order` feature.
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            for (k, v) in entries {
+            h.len(members.len());
+            for (k, v) in members {
                 h.string(k);
                 canonical(v, h);
             }
         }
-    }
-}
-
-// === the hashes ===
-
-/// FNV-1a 64 and SipHash-2-4 side by side.
-struct Hash128 {
-    fnv: u64,
-    sip: SipHasher24,
-}
-
-impl Hash128 {
-    fn new() -> Hash128 {
-        Hash128 {
-            fnv: 0xcbf2_9ce4_8422_2325,
-            sip: SipHasher24::new(SIP_KEY.0, SIP_KEY.1),
-        }
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.fnv = (self.fnv ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.sip.write(bytes);
-    }
-
-    fn len(&mut self, n: usize) {
-        self.bytes(&(n as u64).to_le_bytes());
-    }
-
-    fn string(&mut self, s: &str) {
-        self.len(s.len());
-        self.bytes(s.as_bytes());
-    }
-
-    fn finish(self) -> u128 {
-        (u128::from(self.fnv) << 64) | u128::from(self.sip.finish())
-    }
-}
-
-/// SipHash-2-4 (Aumasson and Bernstein, 2012), streaming.
-pub(super) struct SipHasher24 {
-    v: [u64; 4],
-    tail: u64,
-    ntail: usize,
-    length: usize,
-}
-
-impl SipHasher24 {
-    pub(super) fn new(k0: u64, k1: u64) -> SipHasher24 {
-        SipHasher24 {
-            v: [
-                k0 ^ 0x736f_6d65_7073_6575,
-                k1 ^ 0x646f_7261_6e64_6f6d,
-                k0 ^ 0x6c79_6765_6e65_7261,
-                k1 ^ 0x7465_6462_7974_6573,
-            ],
-            tail: 0,
-            ntail: 0,
-            length: 0,
-        }
-    }
-
-    fn round(v: &mut [u64; 4]) {
-        v[0] = v[0].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(13) ^ v[0];
-        v[0] = v[0].rotate_left(32);
-        v[2] = v[2].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(16) ^ v[2];
-        v[0] = v[0].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(21) ^ v[0];
-        v[2] = v[2].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(17) ^ v[2];
-        v[2] = v[2].rotate_left(32);
-    }
-
-    fn compress(&mut self, m: u64) {
-        self.v[3] ^= m;
-        Self::round(&mut self.v);
-        Self::round(&mut self.v);
-        self.v[0] ^= m;
-    }
-
-    /// Bytes in order, as one stream whatever the cuts between writes: a word is compressed
-    /// once 8 bytes are in, little-endian (the tail a byte at a time, whole words at once).
-    pub(super) fn write(&mut self, bytes: &[u8]) {
-        self.length += bytes.len();
-        let mut rest = bytes;
-        while self.ntail != 0 {
-            let Some((&b, more)) = rest.split_first() else {
-                return;
-            };
-            self.push(b);
-            rest = more;
-        }
-        let mut words = rest.chunks_exact(8);
-        for word in &mut words {
-            let mut m = [0u8; 8];
-            m.copy_from_slice(word);
-            self.compress(u64::from_le_bytes(m));
-        }
-        for &b in words.remainder() {
-            self.push(b);
-        }
-    }
-
-    /// One byte into the tail; a full tail is compressed.
-    fn push(&mut self, b: u8) {
-        self.tail |= u64::from(b) << (8 * self.ntail);
-        self.ntail += 1;
-        if self.ntail == 8 {
-            let m = self.tail;
-            self.compress(m);
-            self.tail = 0;
-            self.ntail = 0;
-        }
-    }
-
-    pub(super) fn finish(mut self) -> u64 {
-        let last = ((self.length as u64 & 0xff) << 56) | self.tail;
-        self.compress(last);
-        self.v[2] ^= 0xff;
-        for _ in 0..4 {
-            Self::round(&mut self.v);
-        }
-        self.v[0] ^ self.v[1] ^ self.v[2] ^ self.v[3]
     }
 }
 

@@ -180,3 +180,146 @@ fn keys_are_scoped_and_checked() {
     assert!(Key::new(&[b'k'; MAX_KEY_LEN], b"").is_some());
     assert_eq!(Key::new(&[b'k'; MAX_KEY_LEN + 1], b""), None);
 }
+
+/// The fingerprint as first written, over `serde_json::Value`: the oracle the borrowed parse
+/// must agree with on every body, or records already stored would stop matching.
+mod oracle {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::super::super::fingerprint::Hash128;
+    use super::*;
+
+    fn reference(target: &str, body: &[u8]) -> Option<u128> {
+        let mut value: Value = serde_json::from_slice(body).ok()?;
+        match &mut value {
+            Value::Array(batch) => batch.iter_mut().for_each(strip),
+            one => strip(one),
+        }
+        let mut h = Hash128::new();
+        h.bytes(b"strata-idem-fp/1");
+        h.string(target);
+        canonical(&value, &mut h);
+        Some(h.finish())
+    }
+
+    fn strip(message: &mut Value) {
+        let Value::Object(m) = message else { return };
+        if let Some(id) = m.get_mut("id") {
+            *id = Value::Bool(true);
+        }
+        if let Some(Value::Object(params)) = m.get_mut("params") {
+            params.remove("_meta");
+        }
+    }
+
+    fn canonical(v: &Value, h: &mut Hash128) {
+        match v {
+            Value::Null => h.bytes(b"n"),
+            Value::Bool(true) => h.bytes(b"t"),
+            Value::Bool(false) => h.bytes(b"f"),
+            Value::Number(n) => {
+                h.bytes(b"#");
+                h.string(&n.to_string());
+            }
+            Value::String(s) => {
+                h.bytes(b"\"");
+                h.string(s);
+            }
+            Value::Array(items) => {
+                h.bytes(b"[");
+                h.len(items.len());
+                items.iter().for_each(|item| canonical(item, h));
+            }
+            Value::Object(map) => {
+                h.bytes(b"{");
+                h.len(map.len());
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in entries {
+                    h.string(k);
+                    canonical(v, h);
+                }
+            }
+        }
+    }
+
+    /// JSON text, not values: repeated keys, escapes and every number form reach the parser.
+    fn text() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("false".to_owned()),
+            "-?(0|[1-9][0-9]{0,22})(\\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?",
+            "\"([a-z_ ]|\\\\[\"\\\\/bfnrt]|\\\\u00[0-7][0-9a-f]|\u{e9})*\"",
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                object(inner),
+            ]
+        })
+    }
+
+    /// An object whose keys repeat often and include the ones the fingerprint treats apart,
+    /// also spelled with escapes.
+    fn object(value: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+        let key = "\"(id|params|_meta|[a-z]|\\\\u0069d|_\\\\u006deta)\"";
+        prop::collection::vec((key, value), 0..6).prop_map(|m| {
+            let members: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+            format!("{{ {} }}", members.join(" , "))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_borrowed_parse_hashes_as_the_value_did(body in object(text()), batch: bool) {
+            let body = if batch { format!("[{body},{body}]") } else { body };
+            let want = reference("/mcp", body.as_bytes());
+            let got = fingerprint("/mcp", body.as_bytes()).map(|f| f.fingerprint.0);
+            // A number out of f64's range is not JSON to either; every other body hashes.
+            prop_assert_eq!(want, got, "{}", body);
+        }
+    }
+
+    #[test]
+    fn repeated_keys_keep_the_last_value_as_the_value_did() {
+        for body in [
+            r#"{"id":1,"params":{"a":1,"a":2},"params":{"_meta":1,"b":[1,2]}}"#,
+            r#"{"id":1,"id":2,"method":"m","params":{"_meta":1,"_m\u0065ta":2}}"#,
+            r#"{"params":{"n":1e300,"m":-0,"k":1.0,"j":18446744073709551616}}"#,
+            r#"{"params":{"é":"\ud83d\ude00","\u00e9":"x"}}"#,
+        ] {
+            let got = fingerprint("/mcp", body.as_bytes()).map(|f| f.fingerprint.0);
+            assert_eq!(got, reference("/mcp", body.as_bytes()), "{body}");
+            assert!(got.is_some(), "{body}");
+        }
+    }
+}
+
+/// Writes gathered into runs hash as the bytes written one at a time: FNV-1a over each byte,
+/// SipHash over the whole stream — across a run's end, and for a write longer than a run.
+#[test]
+fn gathered_runs_hash_as_the_stream() {
+    use super::super::fingerprint::Hash128;
+    let stream: Vec<u8> = (0..2000u32)
+        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
+        .collect();
+    for sizes in [&[1usize, 8, 3][..], &[255, 2, 300], &[700], &[256, 256, 1]] {
+        let mut h = Hash128::new();
+        let (mut at, mut fnv) = (0, 0xcbf2_9ce4_8422_2325_u64);
+        let mut sip = SipHasher24::new(SIP_KEY.0, SIP_KEY.1);
+        for &n in sizes.iter().cycle().take(40) {
+            let piece = &stream[at..(at + n).min(stream.len())];
+            h.bytes(piece);
+            for &b in piece {
+                fnv = (fnv ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+                sip.write(&[b]);
+            }
+            at = (at + n).min(stream.len());
+        }
+        let want = (u128::from(fnv) << 64) | u128::from(sip.finish());
+        assert_eq!(h.finish(), want, "writes of {sizes:?}");
+    }
+}

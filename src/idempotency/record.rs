@@ -14,7 +14,9 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::http::fields::Headers;
 use crate::http::hop::{self, HOP_BY_HOP};
+use crate::http::names::Known;
 
 use super::codec;
 use super::replace;
@@ -69,6 +71,11 @@ pub fn keeps_header(name: &str) -> bool {
 impl Record {
     /// The record of a complete answer held in memory. Prefer [`Recording`] on a stream.
     pub fn new(status: StatusCode, headers: &HeaderMap, body: Bytes, ids: Vec<String>) -> Record {
+        Record::of(status, Headers::Map(headers), body, ids)
+    }
+
+    /// [`Record::new`] of a head however it was read.
+    fn of(status: StatusCode, headers: Headers<'_>, body: Bytes, ids: Vec<String>) -> Record {
         let (headers, sse) = recorded_headers(headers);
         Record {
             status: status.as_u16(),
@@ -115,28 +122,41 @@ impl Record {
     }
 }
 
-/// The headers worth recording, and whether the body is an SSE stream.
-fn recorded_headers(headers: &HeaderMap) -> (Vec<(String, Vec<u8>)>, bool) {
-    // Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1; `http/hop.rs`).
-    let named: Vec<String> = hop::named_by_connection(
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .map(HeaderValue::as_bytes),
-    )
-    .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
-    .collect();
-    let kept = headers
-        .iter()
-        .filter(|(name, _)| keeps_header(name.as_str()))
-        .filter(|(name, _)| !named.iter().any(|n| n == name.as_str()))
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-        .collect();
-    let sse = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"));
+/// The headers worth recording, and whether the body is an SSE stream: the end-to-end ones
+/// a proxy passes on (the hop rules: `http/hop.rs`) less those [`keeps_header`] leaves out,
+/// as read or from a map alike.
+fn recorded_headers(headers: Headers<'_>) -> (Vec<(String, Vec<u8>)>, bool) {
+    let kept = match headers {
+        Headers::Map(map) => {
+            let named: Vec<&[u8]> = hop::named_by_connection(
+                map.get_all(header::CONNECTION)
+                    .iter()
+                    .map(HeaderValue::as_bytes),
+            )
+            .collect();
+            map.iter()
+                .filter(|(name, _)| keeps_header(name.as_str()))
+                .filter(|(name, _)| !named.iter().any(|n| n.eq_ignore_ascii_case(name.as_ref())))
+                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+                .collect()
+        }
+        Headers::Own(fields) => {
+            let mut kept = Vec::new();
+            fields.each_forwarded(|name, _, value| {
+                let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                if keeps_header(&name) {
+                    kept.push((name, value.to_vec()));
+                }
+            });
+            kept
+        }
+    };
+    let sse = headers.get(Known::ContentType).is_some_and(|v| {
+        let media = v.split(|&b| b == b';').next().unwrap_or_default();
+        media
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"text/event-stream")
+    });
     (kept, sse)
 }
 
@@ -154,8 +174,13 @@ impl Recording {
     /// Starts a record of a response head; `cap` is `max_record_bytes` ([`Store::record_cap`]).
     ///
     /// [`Store::record_cap`]: super::Store::record_cap
-    pub fn new(status: StatusCode, headers: &HeaderMap, ids: Vec<String>, cap: usize) -> Self {
-        let head = Record::new(status, headers, Bytes::new(), ids);
+    pub(crate) fn new(
+        status: StatusCode,
+        headers: Headers<'_>,
+        ids: Vec<String>,
+        cap: usize,
+    ) -> Self {
+        let head = Record::of(status, headers, Bytes::new(), ids);
         let used = head.size();
         Recording {
             room: cap.saturating_sub(used),

@@ -11,7 +11,8 @@ use crate::metrics::ReplayResult;
 use super::body::{ObservedBody, ProxyBody};
 use super::strata_error::StrataError;
 use super::{AgentBody, Proxy};
-use crate::http::names::IDEMPOTENT_REPLAYED;
+use crate::http::fields::Headers;
+use crate::http::names::{IDEMPOTENT_REPLAYED, Known};
 use crate::observe::tracker::CallTracker;
 
 /// What an `Idempotency-Key` means for this request.
@@ -64,13 +65,11 @@ impl Proxy {
     pub(super) async fn claim_key(
         &self,
         parts: &http::request::Parts,
+        headers: Headers<'_>,
         value: &[u8],
         body: &[u8],
     ) -> KeyClaim {
-        let scope = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .map_or(&[][..], HeaderValue::as_bytes);
+        let scope = headers.get(Known::Authorization).unwrap_or_default();
         let Some(key) = Key::new(value, scope) else {
             return KeyClaim::None;
         };

@@ -30,7 +30,7 @@ use super::{AgentBody, AnswerFields, FromAgent, Proxy, keepalive_applies};
 use crate::capture::Recorder;
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::{self, Hop, Peer};
-use crate::http::names::{IDEMPOTENCY_KEY, Known};
+use crate::http::names::Known;
 use crate::idempotency::{Recording, Ticket, recordable_status};
 use crate::metrics::{HttpMethod, Limit};
 use crate::observe::call_trace::CallTrace;
@@ -154,7 +154,10 @@ impl Proxy {
             {
                 return Answer::own(refused);
             }
-            let claimed = match self.claim(&parts, read.replay.as_ref(), &mut call).await {
+            let claimed = match self
+                .claim(&parts, fields.as_ref(), read.replay.as_ref(), &mut call)
+                .await
+            {
                 Ok(claimed) => claimed,
                 Err(answered) => return Answer::own(answered),
             };
@@ -337,17 +340,18 @@ impl Proxy {
     async fn claim(
         &self,
         parts: &Parts,
+        fields: Option<&HeadFields>,
         replay: Option<&Bytes>,
         call: &mut PendingCall<'_>,
     ) -> Result<Claimed, Response<AgentBody>> {
-        // A request with a key comes with its map (`ReadPlan`).
-        let (Some(body), Some(value)) = (replay, parts.headers.get(IDEMPOTENCY_KEY)) else {
+        let headers = head(parts, fields);
+        let (Some(body), Some(value)) = (replay, headers.get(Known::IdempotencyKey)) else {
             return Ok(None);
         };
         call.read_inspection();
         // Boxed: only calls with a key take this path, and its future would be a third of
         // every call's.
-        match Box::pin(self.claim_key(parts, value.as_bytes(), body)).await {
+        match Box::pin(self.claim_key(parts, headers, value, body)).await {
             KeyClaim::None => Ok(None),
             KeyClaim::Fresh(ticket, ids) => Ok(Some((ticket, ids))),
             KeyClaim::Replay(record, ids) => {
@@ -448,21 +452,12 @@ impl Proxy {
         &self,
         mut call: PendingCall<'_>,
         response: Response<super::FromUpstream>,
-        mut upstream_fields: Option<HeadFields>,
+        upstream_fields: Option<HeadFields>,
         claimed: Claimed,
         ending: Option<std::sync::Arc<str>>,
         agent_version: Version,
     ) -> Answer {
         let (mut parts, body) = response.into_parts();
-        // The idempotency record reads a map (a request with a key has one: never fields).
-        if claimed.is_some()
-            && let Some(own) = upstream_fields.take()
-        {
-            match own.to_map() {
-                Some(map) => parts.headers = map,
-                None => return Answer::own(self.broken_answer(&mut call)),
-            }
-        }
         // This hop's `Via` names the version the upstream answered in.
         let via = forward::via(parts.version);
         if upstream_fields.is_none() {
@@ -493,10 +488,7 @@ impl Proxy {
                     && recordable_status(parts.status.as_u16())
                 {
                     let cap = self.carried.idempotency.record_cap();
-                    tracker.record_for(
-                        ticket,
-                        Recording::new(parts.status, &parts.headers, ids, cap),
-                    );
+                    tracker.record_for(ticket, Recording::new(parts.status, headers, ids, cap));
                 }
                 if let Some(assigned) = headers.get_str(Known::McpSessionId) {
                     tracker.learn_session(assigned);

@@ -289,6 +289,7 @@ impl Proxy {
             keyed: read_ahead,
             // strata's `traceparent` goes into a map.
             fields_as_read: policy.retries_enabled() && !propagate,
+            keyed_fields_as_read: !propagate,
         };
         Ok(Arc::new(Proxy {
             client,

@@ -13,9 +13,11 @@ pub(crate) struct ReadPlan {
     pub(super) retries: Option<(usize, Option<Duration>)>,
     /// A body with an `Idempotency-Key` goes into the replay buffer whatever the retries.
     pub(super) keyed: (usize, Option<Duration>),
-    /// A POST without a key is forwarded from its fields as read (`http/fields.rs`): retries
-    /// on (its body goes into the replay buffer, which strata's own connection takes).
+    /// A POST is forwarded from its fields as read (`http/fields.rs`) when its body goes into
+    /// the replay buffer, which strata's own connection takes: one without a key when retries
+    /// are on; one with a key always. Neither when strata adds a `traceparent` (to a map).
     pub(super) fields_as_read: bool,
+    pub(super) keyed_fields_as_read: bool,
 }
 
 impl ReadPlan {
@@ -31,9 +33,12 @@ impl ReadPlan {
         }
     }
 
-    /// Whether the request's fields go out as read rather than in a map (a key's record and
-    /// claim read the map).
+    /// Whether the request's fields go out as read rather than in a map.
     pub(crate) fn fields_as_read(&self, method: &Method, idempotency_key: bool) -> bool {
-        *method == Method::POST && !idempotency_key && self.fields_as_read
+        *method == Method::POST
+            && match idempotency_key {
+                true => self.keyed_fields_as_read,
+                false => self.fields_as_read,
+            }
     }
 }

@@ -2,6 +2,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::super::*;
+use crate::http::fields::{HeadFields, Headers};
 
 fn head(content_type: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
@@ -41,6 +42,25 @@ fn records_end_to_end_headers_only() {
     assert!(r.sse);
 }
 
+/// The answer's fields as strata's own connection read them give the record their map gives:
+/// the same headers kept (names lower-cased, a `Connection`-named one dropped, in any case),
+/// the same SSE reading.
+#[test]
+fn fields_as_read_record_as_their_map() {
+    for lines in [
+        &b"Content-Type: application/json\r\nContent-Length: 10\r\nMcp-Session-Id: s-1\r\nConnection: X-Hop, close\r\nx-hop: 1\r\nX-Custom: kept\r\nSet-Cookie: lb=1\r\nX-Custom: again\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\n\r\n"[..],
+        b"content-type: Text/Event-Stream ; charset=utf-8\r\nTransfer-Encoding: chunked\r\nVia: 1.1 up\r\nETag: \"x\"\r\n\r\n",
+    ] {
+        let fields = HeadFields::of_field_lines(lines);
+        let map = fields.to_map().unwrap();
+        let from_fields = Recording::new(StatusCode::OK, Headers::Own(&fields), vec![], 1 << 20);
+        let from_map = Recording::new(StatusCode::OK, Headers::Map(&map), vec![], 1 << 20);
+        let (a, b) = (from_fields.finish().unwrap(), from_map.finish().unwrap());
+        assert!(!a.headers.is_empty());
+        assert_eq!(a, b, "{}", String::from_utf8_lossy(lines));
+    }
+}
+
 #[test]
 fn recordable_statuses() {
     for s in [200, 201, 202, 204, 500] {
@@ -55,7 +75,12 @@ fn recordable_statuses() {
 fn recording_stops_at_its_cap() {
     let h = head("application/json");
     let empty = Record::new(StatusCode::OK, &h, Bytes::new(), vec!["1".into()]).size();
-    let mut r = Recording::new(StatusCode::OK, &h, vec!["1".into()], empty + 10);
+    let mut r = Recording::new(
+        StatusCode::OK,
+        Headers::Map(&h),
+        vec!["1".into()],
+        empty + 10,
+    );
     r.push(b"0123");
     r.push(b"456789");
     assert!(!r.is_over());
@@ -63,7 +88,12 @@ fn recording_stops_at_its_cap() {
     assert_eq!(&record.body[..], b"0123456789");
     assert_eq!(record.size(), empty + 10);
 
-    let mut r = Recording::new(StatusCode::OK, &h, vec!["1".into()], empty + 10);
+    let mut r = Recording::new(
+        StatusCode::OK,
+        Headers::Map(&h),
+        vec!["1".into()],
+        empty + 10,
+    );
     r.push(b"0123456789");
     r.push(b"x");
     assert!(r.is_over());
@@ -71,7 +101,7 @@ fn recording_stops_at_its_cap() {
     assert_eq!(r.finish(), None);
 
     // A head alone over the cap.
-    let r = Recording::new(StatusCode::OK, &h, vec![], 8);
+    let r = Recording::new(StatusCode::OK, Headers::Map(&h), vec![], 8);
     assert!(r.is_over());
 }
 

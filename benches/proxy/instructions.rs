@@ -20,6 +20,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::runtime::Runtime;
 
+use crate::Plan;
 use crate::load::{self, TOOLS_CALL};
 use crate::procs::{Rows, Target};
 
@@ -36,7 +37,7 @@ fn cachegrind(out: &Path) -> Vec<String> {
 }
 
 /// Whether `valgrind` runs here.
-pub(crate) fn available() -> bool {
+fn available() -> bool {
     Command::new("valgrind")
         .arg("--version")
         .stdout(Stdio::null())
@@ -45,33 +46,57 @@ pub(crate) fn available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// A row: its name, its binary and the YAML lines added to the default config.
+/// A row: its name, its binary, the YAML lines added to the default config, and whether its
+/// calls carry a fresh `Idempotency-Key` each.
 pub(crate) struct Row<'a> {
     pub(crate) name: &'static str,
     pub(crate) bin: &'a Path,
     pub(crate) extra: &'a str,
+    pub(crate) keyed: bool,
+}
+
+/// Each row's instructions per call at 1 and 64 agents for the `part`, counted where valgrind
+/// is installed (`null` where it is not, and a line saying so): 5,000 calls a row, 200 with
+/// `--quick`.
+pub(crate) fn count(
+    rt: &Runtime,
+    plan: &Plan,
+    part: &'static str,
+    upstream: &str,
+    dir: &Path,
+    rows: &[Row],
+) -> anyhow::Result<Value> {
+    if !available() {
+        eprintln!("{part}: valgrind not found; instructions per call not counted");
+        return Ok(json!(null));
+    }
+    let counting = Counting {
+        part,
+        upstream,
+        dir,
+        out: &plan.out,
+        calls: if plan.quick { 200 } else { 5_000 },
+    };
+    counting
+        .per_call(rt, rows, &[1, 64])
+        .context("instruction counts")
 }
 
 /// What the counted processes share: the part they belong to, their upstream, the scratch
 /// directory for their configs, where their counts are kept (the report's directory: the files
 /// stay for `cg_annotate` and `cg_diff`, which say where two rows' instructions differ), and
 /// how many calls each row is given.
-pub(crate) struct Counting<'a> {
-    pub(crate) part: &'static str,
-    pub(crate) upstream: &'a str,
-    pub(crate) dir: &'a Path,
-    pub(crate) out: &'a Path,
-    pub(crate) calls: u64,
+struct Counting<'a> {
+    part: &'static str,
+    upstream: &'a str,
+    dir: &'a Path,
+    out: &'a Path,
+    calls: u64,
 }
 
 impl Counting<'_> {
     /// Instructions per call of each row, at each of `agents`.
-    pub(crate) fn per_call(
-        &self,
-        rt: &Runtime,
-        rows: &[Row],
-        agents: &[usize],
-    ) -> anyhow::Result<Value> {
+    fn per_call(&self, rt: &Runtime, rows: &[Row], agents: &[usize]) -> anyhow::Result<Value> {
         let mut out = Map::new();
         for &n in agents {
             let counts = self
@@ -100,8 +125,8 @@ impl Counting<'_> {
             let under = cachegrind(&file(row.name));
             targets.push(procs.start_under(&under, row.name, row.bin, row.extra)?);
         }
-        for t in &targets {
-            drive(rt, t, agents, self.calls)?;
+        for (t, row) in targets.iter().zip(rows) {
+            drive(rt, t, agents, self.calls, row.keyed)?;
         }
         // Ended by SIGTERM: each drains and exits, and Cachegrind writes its count on exit.
         drop(procs);
@@ -120,12 +145,13 @@ impl Counting<'_> {
     }
 }
 
-/// `calls` JSON tools/calls through `t` by `agents` agents; every one must succeed.
-fn drive(rt: &Runtime, t: &Target, agents: usize, calls: u64) -> anyhow::Result<()> {
+/// `calls` JSON tools/calls through `t` by `agents` agents, each with a key of its own when
+/// `keyed`; every one must succeed.
+fn drive(rt: &Runtime, t: &Target, agents: usize, calls: u64, keyed: bool) -> anyhow::Result<()> {
     // Under Cachegrind a call takes some fifty times as long; the bound is the call count.
     const LIMIT: Duration = Duration::from_secs(600);
     let body = Bytes::from_static(TOOLS_CALL);
-    let round = rt.block_on(load::round(t, "/json", &body, agents, LIMIT, calls, false))?;
+    let round = rt.block_on(load::round(t, "/json", &body, agents, LIMIT, calls, keyed))?;
     let done = round.hist.count();
     if round.errors > 0 || done != calls {
         bail!(

@@ -31,6 +31,8 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::runtime::Runtime;
 
+use crate::Plan;
+use crate::instructions::{self, Row};
 use crate::load::{self, IDEMPOTENCY_KEY, TOOLS_CALL};
 use crate::measure;
 use crate::procs::{self, Target};
@@ -60,7 +62,7 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
         .context("redis-server (apt-get install redis-server, or --redis-server PATH)")?;
     let (up_proc, up) = procs::upstream(false)?;
     let up_url = format!("http://{up}");
-    let mut rows = procs::Rows::new("keys", up_url, dir);
+    let mut rows = procs::Rows::new("keys", up_url.clone(), dir);
     let port = redis.port();
     let mut base = Vec::new();
     if let Some(bin) = &plan.baseline {
@@ -107,10 +109,11 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
         );
     }
     let redis_keys = redis_dbsize(redis, &password).context("Redis DBSIZE")?;
+    drop(rows);
+    let counted = count_instructions(rt, plan, &up_url, dir)?;
     eprintln!(
         "keys: Redis holds {redis_keys} keys for {through_redis} keyed calls measured through it; {checked:?}"
     );
-    drop(rows);
     drop(up_proc);
     drop(redis_proc);
     Ok(json!({
@@ -121,7 +124,33 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
         },
         "checked": checked,
         "load": loads,
+        "instructions": counted,
     }))
+}
+
+/// Instructions per call on the memory store: `none` (no key) and `memory` (a fresh key per
+/// call), and `base` (the baseline build, keyed) with `--baseline` — what a key costs and
+/// what a change to the keyed path saves, below what CPU time per call resolves.
+fn count_instructions(
+    rt: &Runtime,
+    plan: &Plan,
+    upstream: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<Value> {
+    let row = |name, bin, keyed| Row {
+        name,
+        bin,
+        extra: "",
+        keyed,
+    };
+    let mut rows = vec![
+        row("none", &plan.strata, false),
+        row("memory", &plan.strata, true),
+    ];
+    if let Some(base) = &plan.baseline {
+        rows.push(row("base", base, true));
+    }
+    instructions::count(rt, plan, "keys", upstream, dir, &rows)
 }
 
 /// One fresh key sent twice through `t`: whether the second answer was the first's, replayed

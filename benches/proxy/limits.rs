@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use tokio::runtime::Runtime;
 
 use crate::Plan;
-use crate::instructions::{self, Counting, Row};
+use crate::instructions::{self, Row};
 use crate::load::{self, TOOLS_CALL};
 use crate::measure;
 use crate::procs::{self, Target};
@@ -107,13 +107,14 @@ fn count_instructions(
     dir: &std::path::Path,
     limited: &str,
 ) -> anyhow::Result<Value> {
-    if !instructions::available() {
-        eprintln!("limits: valgrind not found; instructions per call not counted");
-        return Ok(json!(null));
-    }
     let circuit = format!("{limited}{CIRCUIT}");
     let bin = &plan.strata;
-    let row = |name, bin, extra| Row { name, bin, extra };
+    let row = |name, bin, extra| Row {
+        name,
+        bin,
+        extra,
+        keyed: false,
+    };
     let mut rows = vec![
         row("none", bin, ""),
         row("again", bin, ""),
@@ -123,16 +124,7 @@ fn count_instructions(
     if let Some(base) = &plan.baseline {
         rows.push(row("base", base, limited));
     }
-    let counting = Counting {
-        part: "limits",
-        upstream,
-        dir,
-        out: &plan.out,
-        calls: if plan.quick { 200 } else { 5_000 },
-    };
-    counting
-        .per_call(rt, &rows, &[1, 64])
-        .context("instruction counts")
+    instructions::count(rt, plan, "limits", upstream, dir, &rows)
 }
 
 /// Two calls through the probe: what each was answered (`passed`, or the `x-strata-error`

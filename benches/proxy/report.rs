@@ -399,7 +399,7 @@ fn limits_table(t: &mut String, r: &Value) {
     }
 }
 
-/// The limits part's instruction counts: each row's user-space instructions a call, and its
+/// The limits or keys part's instruction counts: each row's user-space instructions a call, and its
 /// ratio to `none`'s (`instructions.rs`); a line saying why when valgrind was not there.
 fn instruction_rows(t: &mut String, r: &Value) {
     let Some(agents) = r["agents"].as_object() else {
@@ -413,7 +413,7 @@ fn instruction_rows(t: &mut String, r: &Value) {
     );
     for (name, rows) in agents {
         let per_call = |x: &str| num(rows, &format!("/{x}/per_call"));
-        let each: Vec<String> = ["none", "again", "limits", "circuit", "base"]
+        let each: Vec<String> = ["none", "again", "limits", "circuit", "memory", "base"]
             .iter()
             .filter(|x| per_call(x).is_some())
             .map(|x| {
@@ -471,6 +471,7 @@ fn keys_table(t: &mut String, r: &Value) {
         f0(num(r, "/redis/keys")),
         f0(num(r, "/redis/keyed_calls_measured")),
     );
+    instruction_rows(t, &r["instructions"]);
 }
 
 /// Per load, `target` against `other` (when the run has both): added latency and CPU per call.

@@ -91,6 +91,44 @@ async fn memory_same_key_twice_runs_once() {
     );
 }
 
+/// A keyed POST that strata's own connection reads goes out from its fields as read: the key
+/// is scoped by `Authorization` as read, and the record is taken from the answer's fields (a
+/// repeat gets the answer's `Content-Type`, the first answer this hop's `Via`).
+#[tokio::test]
+async fn keys_read_from_fields_are_scoped_and_recorded() {
+    let bed = testbed().await;
+    let s = strata(&bed, memory(Duration::from_secs(60))).await;
+    let agent = Agent::new(s.listen);
+    let as_one = [KEY, ("authorization", "Bearer one")];
+    let first = agent.call(json!(1), "ok", json!({}), &as_one).await;
+    let other = agent
+        .call(
+            json!(2),
+            "ok",
+            json!({}),
+            &[KEY, ("authorization", "Bearer two")],
+        )
+        .await;
+    assert_eq!((first.status, other.status), (200, 200));
+    assert_eq!(
+        bed.testbed.calls_of("ok"),
+        2,
+        "another Authorization: another key"
+    );
+    assert!(first.header("via").is_some_and(|v| v.contains("strata")));
+    let again = agent.call(json!(3), "ok", json!({}), &as_one).await;
+    assert_eq!(
+        bed.testbed.calls_of("ok"),
+        2,
+        "the same scope and key: replayed"
+    );
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert!(first.header("content-type").is_some());
+    assert_eq!(again.header("content-type"), first.header("content-type"));
+    assert_eq!(again.json()["id"], json!(3));
+    assert_eq!(again.json()["result"], first.json()["result"]);
+}
+
 #[tokio::test]
 async fn memory_same_key_other_arguments_is_422() {
     let bed = testbed().await;

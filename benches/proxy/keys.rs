@@ -110,7 +110,7 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     }
     let redis_keys = redis_dbsize(redis, &password).context("Redis DBSIZE")?;
     drop(rows);
-    let counted = count_instructions(rt, plan, &up_url, dir)?;
+    let counted = instructions::count(rt, plan, "keys", &up_url, dir, &counted_rows(plan))?;
     eprintln!(
         "keys: Redis holds {redis_keys} keys for {through_redis} keyed calls measured through it; {checked:?}"
     );
@@ -128,15 +128,11 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     }))
 }
 
-/// Instructions per call on the memory store: `none` (no key) and `memory` (a fresh key per
-/// call), and `base` (the baseline build, keyed) with `--baseline` — what a key costs and
-/// what a change to the keyed path saves, below what CPU time per call resolves.
-fn count_instructions(
-    rt: &Runtime,
-    plan: &Plan,
-    upstream: &str,
-    dir: &std::path::Path,
-) -> anyhow::Result<Value> {
+/// The rows whose instructions per call are counted, on the memory store: `none` (no key),
+/// `memory` (a fresh key per call), and `base` (the baseline build, keyed) with `--baseline` —
+/// what a key costs and what a change to the keyed path saves, below what CPU time per call
+/// resolves.
+fn counted_rows(plan: &Plan) -> Vec<Row<'_>> {
     let row = |name, bin, keyed| Row {
         name,
         bin,
@@ -150,7 +146,7 @@ fn count_instructions(
     if let Some(base) = &plan.baseline {
         rows.push(row("base", base, true));
     }
-    instructions::count(rt, plan, "keys", upstream, dir, &rows)
+    rows
 }
 
 /// One fresh key sent twice through `t`: whether the second answer was the first's, replayed

@@ -137,20 +137,28 @@ impl MemoryStore {
         while inner.bytes + size > self.max_bytes && inner.evict_oldest_record() {}
         let seq = inner.next_seq();
         let expires = Instant::now() + self.ttl;
-        let Some((key, mut entry)) = inner.entries.remove_entry(key) else {
+        // The entry is updated in place: one lookup of the key, not a removal and an insert.
+        let Inner {
+            entries,
+            in_flight,
+            done,
+            bytes,
+            ..
+        } = &mut *inner;
+        let Some(entry) = entries.get_mut(key) else {
             return Completion::Lost;
         };
-        inner.in_flight.remove(&entry.seq);
-        let indexed = Indexed {
-            expires,
-            key: key.clone(),
+        // The marker's index item holds the key's `Arc`; the record's takes it over.
+        let key = match in_flight.remove(&entry.seq) {
+            Some(Indexed { key: shared, .. }) => shared,
+            None => key.into(),
         };
-        inner.done.insert(seq, indexed);
-        inner.bytes += size;
+        let indexed = Indexed { expires, key };
+        done.insert(seq, indexed);
+        *bytes += size;
         entry.seq = seq;
         entry.expires = expires;
         entry.record = Some(record);
-        inner.entries.insert(key, entry);
         Completion::Stored
     }
 

@@ -22,9 +22,12 @@ pub(super) enum Node<'a> {
 }
 
 impl<'a> Node<'a> {
-    /// Parses a whole body; `None` when it is not one JSON value.
+    /// Parses a whole body; `None` when it is not one JSON value. The body's UTF-8 is checked
+    /// once, whole, rather than string by string as the parser of bytes does: JSON is UTF-8
+    /// throughout (RFC 8259 §8.1), so a body that fails here fails there too.
     pub(super) fn parse(body: &'a [u8]) -> Option<Node<'a>> {
-        serde_json::from_slice(body).ok()
+        let text = std::str::from_utf8(body).ok()?;
+        serde_json::from_str(text).ok()
     }
 
     /// The value under `key` of an object.

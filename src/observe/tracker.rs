@@ -10,7 +10,7 @@ use crate::capture::{Capture, End, Recorder};
 use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::{Kind, Outcome};
-use crate::idempotency::{Recording, Ticket};
+use crate::idempotency::{Record, Recording, Ticket};
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::observe::call_record::{CallRecord, RetryOrigin, SessionHash, id_text};
 use crate::observe::call_trace::CallTrace;
@@ -23,7 +23,7 @@ use crate::policy::limits::refusal::RefusedBy;
 use super::client_retry::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
 use super::session_clients::SessionClients;
-use crate::proxy::{BodyEnd, BodySink};
+use crate::proxy::{BodyEnd, BodySink, Settling};
 
 /// What every tracker of one proxy shares.
 #[derive(Clone)]
@@ -133,6 +133,15 @@ impl FromIterator<CallMeta> for Metas {
     }
 }
 
+/// What a call with an `Idempotency-Key` keeps of its answer.
+enum KeyRecord {
+    /// The answer being recorded as it streams to the agent.
+    Recording(Ticket, Recording),
+    /// The finished record on its way to a store out of this process (Redis), until the body
+    /// takes it to settle before its last frame (or, when none does, a task).
+    Storing(Ticket, Record),
+}
+
 /// Tracks the requests of one HTTP exchange until each has its outcome.
 pub struct CallTracker {
     ctx: Arc<CallContext>,
@@ -148,10 +157,11 @@ pub struct CallTracker {
     /// The exchange's calls, counted in flight until the tracker drops.
     _inflight: GaugeGuard,
     sse_stream: Option<GaugeGuard>,
-    /// An idempotency-key claim and the answer being recorded for it. Boxed: only calls
-    /// with a key have one, and inline it was 200 of the tracker's 624 bytes, which the
-    /// response body carries (and hyper keeps room for) for an SSE stream's life.
-    idempotency: Option<Box<(Ticket, Recording)>>,
+    /// An idempotency-key claim: the answer being recorded for it, then the record on its
+    /// way to the store. Boxed: only calls with a key have one, and inline it was 200 of the
+    /// tracker's 624 bytes, which the response body carries (and hyper keeps room for) for
+    /// an SSE stream's life.
+    idempotency: Option<Box<KeyRecord>>,
     /// The request's target and body, to remember a failed call by.
     body: Option<SentAs>,
     /// The calls' places among those in flight (only while the inspector is on). Boxed: the
@@ -289,7 +299,7 @@ impl CallTracker {
 
     /// Records the answer for an idempotency-key claim as it streams to the agent.
     pub fn record_for(&mut self, ticket: Ticket, recording: Recording) {
-        self.idempotency = Some(Box::new((ticket, recording)));
+        self.idempotency = Some(Box::new(KeyRecord::Recording(ticket, recording)));
     }
 
     /// The upstream's response head arrived.
@@ -356,18 +366,15 @@ impl CallTracker {
         // The key's record: only a whole, final answer answers repeats; otherwise the claim
         // is released (dropping the ticket does it) so the agent may try again. Here, before
         // the last frame is handed on (`ObservedBody`): the memory store has the record
-        // before the agent has the answer; Redis's is stored by a task.
-        if let Some((ticket, recording)) = self.idempotency.take().map(|claim| *claim)
+        // before the agent has the answer, and so has Redis — the body holds its last frame
+        // until the record is stored (`settle`), within the store's timeout.
+        if let Some(KeyRecord::Recording(ticket, recording)) = self.idempotency.take().map(|c| *c)
             && answered
             && let Some(record) = recording.finish()
             && let Err(later) = ticket.complete_here(record)
         {
             let (ticket, record) = *later;
-            tokio::spawn(async move {
-                if let Err(err) = ticket.complete(record).await {
-                    tracing::warn!(error = %err, "idempotency record not stored");
-                }
-            });
+            self.idempotency = Some(Box::new(KeyRecord::Storing(ticket, record)));
         }
         self.sse_stream = None;
         if let (Some(recorder), Some(capture)) = (self.capture.take(), &self.ctx.capture) {
@@ -484,8 +491,8 @@ impl BodySink for CallTracker {
         if let Some(recorder) = &mut self.capture {
             recorder.response_data(chunk);
         }
-        if let Some(claim) = &mut self.idempotency {
-            claim.1.push(chunk);
+        if let Some(KeyRecord::Recording(_, claim)) = self.idempotency.as_deref_mut() {
+            claim.push(chunk);
         }
         if self.exchange.content() == ContentKind::Sse {
             // SSE: a final event settles its call now, though the stream may stay open.
@@ -500,6 +507,17 @@ impl BodySink for CallTracker {
             BodyEnd::Dropped => exchange::BodyEnd::AgentGone,
         });
     }
+
+    fn settle(&mut self) -> Option<Settling> {
+        let Some(KeyRecord::Storing(ticket, record)) = self.idempotency.take().map(|c| *c) else {
+            return None;
+        };
+        Some(Box::pin(async move {
+            if let Err(err) = ticket.complete(record).await {
+                tracing::warn!(error = %err, "idempotency record not stored");
+            }
+        }))
+    }
 }
 
 impl Drop for CallTracker {
@@ -507,6 +525,10 @@ impl Drop for CallTracker {
         // Dropped before any body ended it: the agent left while strata waited for the
         // upstream's head (hyper dropped the request future).
         self.finish(exchange::BodyEnd::AgentGone);
+        // A record no body waited for (an empty body, ended as it was made) is stored by a task.
+        if let Some(settling) = self.settle() {
+            tokio::spawn(settling);
+        }
     }
 }
 

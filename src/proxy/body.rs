@@ -29,10 +29,19 @@ pub enum BodyEnd {
     Dropped,
 }
 
+/// Work a sink's end leaves to finish before the body's last frame goes on (an idempotency
+/// record stored in Redis), bounded by its own timeout.
+pub type Settling = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Sees each data chunk of a body as it passes, then its end, exactly once.
 pub trait BodySink: Send + 'static {
     fn on_data(&mut self, chunk: &[u8]);
     fn on_end(&mut self, end: BodyEnd);
+
+    /// After `on_end`: what must be done before the last frame is handed on, if anything.
+    fn settle(&mut self) -> Option<Settling> {
+        None
+    }
 }
 
 /// A boxed sink (the call tracker, `AgentBody`): the body that carries it moves as a pointer.
@@ -44,21 +53,39 @@ impl<S: BodySink + ?Sized> BodySink for Box<S> {
     fn on_end(&mut self, end: BodyEnd) {
         (**self).on_end(end);
     }
+
+    fn settle(&mut self) -> Option<Settling> {
+        (**self).settle()
+    }
+}
+
+/// The last frame, held while the sink's end settles.
+struct Held<E> {
+    frame: Option<Result<Frame<Bytes>, E>>,
+    settling: Settling,
 }
 
 pin_project_lite::pin_project! {
-    /// Forwards `inner` unchanged while showing each data chunk to `sink`.
-    pub struct ObservedBody<B, S: BodySink> {
+    /// Forwards `inner` unchanged while showing each data chunk to `sink`; the last frame
+    /// waits for what the sink's end must settle first (boxed: few bodies hold one, and
+    /// every open stream keeps room for this type).
+    pub struct ObservedBody<B: Body, S: BodySink> {
         #[pin]
         inner: B,
         sink: Option<S>,
+        held: Option<Box<Held<B::Error>>>,
     }
 
-    impl<B, S: BodySink> PinnedDrop for ObservedBody<B, S> {
+    impl<B: Body, S: BodySink> PinnedDrop for ObservedBody<B, S> {
         fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
             // Dropped before its end: the receiver went away (or the exchange was abandoned).
-            if let Some(mut sink) = this.project().sink.take() {
+            if let Some(mut sink) = this.sink.take() {
                 sink.on_end(BodyEnd::Dropped);
+            }
+            // The receiver left while the end settled: it settles without it.
+            if let Some(held) = this.held.take() {
+                tokio::spawn(held.settling);
             }
         }
     }
@@ -68,14 +95,22 @@ pin_project_lite::pin_project! {
 
 impl<B: Body, S: BodySink> ObservedBody<B, S> {
     pub fn new(inner: B, mut sink: S) -> Self {
-        // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now.
+        // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now,
+        // and what its end leaves settles in a task.
         let sink = if inner.is_end_stream() {
             sink.on_end(BodyEnd::Complete);
+            if let Some(settling) = sink.settle() {
+                tokio::spawn(settling);
+            }
             None
         } else {
             Some(sink)
         };
-        Self { inner, sink }
+        Self {
+            inner,
+            sink,
+            held: None,
+        }
     }
 }
 
@@ -92,6 +127,12 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let mut this = self.project();
+        if let Some(held) = this.held.as_mut() {
+            ready!(held.settling.as_mut().poll(cx));
+            let frame = held.frame.take();
+            *this.held = None;
+            return Poll::Ready(frame);
+        }
         let frame = ready!(this.inner.as_mut().poll_frame(cx));
         let end = match &frame {
             Some(Ok(frame)) => {
@@ -109,12 +150,18 @@ where
             && let Some(mut sink) = this.sink.take()
         {
             sink.on_end(end);
+            if let Some(mut settling) = sink.settle()
+                && settling.as_mut().poll(cx).is_pending()
+            {
+                *this.held = Some(Box::new(Held { frame, settling }));
+                return Poll::Pending;
+            }
         }
         Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

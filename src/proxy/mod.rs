@@ -40,7 +40,8 @@ pub use crate::observe::resume::ResumeRegistry;
 use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{
-    BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, UpstreamBody,
+    BodyEnd, BodySink, BoxError, FromUpstream, IdleTimeout, ObservedBody, ProxyBody, Settling,
+    UpstreamBody,
 };
 pub use from_agent::FromAgent;
 use h1_conns::{H1Conns, ResponseBody};

@@ -92,3 +92,44 @@ fn a_body_that_fails_reports_the_error_after_what_came_before() {
     drop(body);
     assert_eq!(seen.now(), ["a", "Error"]);
 }
+
+/// A sink whose end leaves work to settle: done when `gate` is sent to.
+struct Settles {
+    gate: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl BodySink for Settles {
+    fn on_data(&mut self, _: &[u8]) {}
+
+    fn on_end(&mut self, _: BodyEnd) {}
+
+    fn settle(&mut self) -> Option<Settling> {
+        let gate = self.gate.take()?;
+        Some(Box::pin(async move {
+            let _ = gate.await;
+        }))
+    }
+}
+
+/// The last frame waits for what the sink's end settles (a record stored in Redis before the
+/// agent has the whole answer), and the body is not at its end meanwhile.
+#[test]
+fn the_last_frame_waits_until_the_end_settles() {
+    let (open, gate) = tokio::sync::oneshot::channel();
+    let sink = Settles { gate: Some(gate) };
+    let mut body = ObservedBody::new(frames(&[Ok("a"), Ok("b")]), sink);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut next =
+        |body: &mut ObservedBody<Frames, Settles>| match Pin::new(body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => Some(frame.into_data().unwrap_or_default()),
+            Poll::Ready(_) => None,
+            Poll::Pending => Some(Bytes::from_static(b"pending")),
+        };
+    assert_eq!(next(&mut body), Some(Bytes::from_static(b"a")));
+    assert_eq!(next(&mut body), Some(Bytes::from_static(b"pending")));
+    assert!(!body.is_end_stream());
+    assert_eq!(next(&mut body), Some(Bytes::from_static(b"pending")));
+    open.send(()).unwrap();
+    assert_eq!(next(&mut body), Some(Bytes::from_static(b"b")));
+    assert!(body.is_end_stream());
+}

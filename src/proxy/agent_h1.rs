@@ -460,7 +460,9 @@ impl Conn {
                 Poll::Ready(Some(Ok(frame))) => frame,
                 Poll::Ready(Some(Err(_))) => return Poll::Ready(Gathered::Failed),
                 Poll::Ready(None) => return Poll::Ready(Gathered::End),
-                Poll::Pending if !self.out.is_empty() => {
+                // A last frame held while a record is stored goes out with what is buffered
+                // (a JSON answer's head): one write, once it comes.
+                Poll::Pending if !self.out.is_empty() && !body.is_settling() => {
                     return Poll::Ready(Gathered::Flush(None));
                 }
                 Poll::Pending => return self.poll_gone(cx).map(Gathered::Gone),

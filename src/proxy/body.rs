@@ -94,6 +94,11 @@ pin_project_lite::pin_project! {
 // === impl ObservedBody ===
 
 impl<B: Body, S: BodySink> ObservedBody<B, S> {
+    /// Whether the last frame is held until the sink's end settles.
+    pub fn is_settling(&self) -> bool {
+        self.held.is_some()
+    }
+
     pub fn new(inner: B, mut sink: S) -> Self {
         // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now,
         // and what its end leaves settles in a task.
@@ -314,6 +319,17 @@ impl FromUpstream {
 impl<S: BodySink> ProxyBody<S> {
     pub fn local(bytes: impl Into<Bytes>) -> Self {
         ProxyBody::Local(Full::new(bytes.into()))
+    }
+
+    /// The last frame is held while the sink's end settles: what is buffered before it can
+    /// wait to go out with it, in one write.
+    pub fn is_settling(&self) -> bool {
+        match self {
+            ProxyBody::Observed(b) => b.is_settling(),
+            ProxyBody::Replayed(b) => b.is_settling(),
+            // An SSE answer's keep-alive comments go out as they come, held frame or not.
+            ProxyBody::Plain(_) | ProxyBody::Local(_) | ProxyBody::KeepAlive(_) => false,
+        }
     }
 }
 

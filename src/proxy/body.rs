@@ -1,5 +1,6 @@
 //! Body wrappers on the data path. Each forwards frames unchanged and only *shows* the bytes
-//! to a sink (borrowed, never held): the proxy never buffers a body here.
+//! to a sink (borrowed, never copied): the proxy never buffers a body here. The one frame ever
+//! held is an observed body's last, while its sink's end settles (a record stored in Redis).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -18,7 +18,7 @@
 
 use bytes::Bytes;
 use http::HeaderMap;
-use http::header::{HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 
 use super::hop;
 use super::names::Known;
@@ -113,6 +113,25 @@ impl<'a> Headers<'a> {
                 .iter()
                 .all(|v| f(v.as_bytes())),
             Headers::Own(fields) => fields.all(name).all(f),
+        }
+    }
+
+    /// Each field a proxy passes on, name and value, in order: the hop rules (`http/hop.rs`)
+    /// applied to either form alike.
+    pub(crate) fn each_forwarded(self, mut f: impl FnMut(&'a [u8], &'a [u8])) {
+        let map = match self {
+            Headers::Own(fields) => return fields.each_forwarded(|name, _, value| f(name, value)),
+            Headers::Map(map) => map,
+        };
+        let values = map.get_all(header::CONNECTION).iter();
+        let named: Vec<&[u8]> =
+            hop::named_by_connection(values.map(HeaderValue::as_bytes)).collect();
+        for (name, value) in map {
+            let name = name.as_str().as_bytes();
+            if hop::is_hop_by_hop(name) || named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            f(name, value.as_bytes());
         }
     }
 }

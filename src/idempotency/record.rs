@@ -12,10 +12,10 @@
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::http::fields::Headers;
-use crate::http::hop::{self, HOP_BY_HOP};
+use crate::http::hop::HOP_BY_HOP;
 use crate::http::names::Known;
 
 use super::codec;
@@ -58,12 +58,12 @@ pub fn recordable_status(status: u16) -> bool {
     (200..300).contains(&status) || status == 500
 }
 
-/// Whether a response header is recorded.
-pub fn keeps_header(name: &str) -> bool {
+/// Whether a response header (its name in any case) is recorded.
+pub fn keeps_header(name: &[u8]) -> bool {
     !NOT_RECORDED
         .iter()
         .chain(HOP_BY_HOP.iter())
-        .any(|n| n.eq_ignore_ascii_case(name))
+        .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
 }
 
 // === impl Record ===
@@ -124,33 +124,17 @@ impl Record {
 
 /// The headers worth recording, and whether the body is an SSE stream: the end-to-end ones
 /// a proxy passes on (the hop rules: `http/hop.rs`) less those [`keeps_header`] leaves out,
-/// as read or from a map alike.
+/// as read or from a map alike. Names are kept in lower case.
 fn recorded_headers(headers: Headers<'_>) -> (Vec<(String, Vec<u8>)>, bool) {
-    let kept = match headers {
-        Headers::Map(map) => {
-            let named: Vec<&[u8]> = hop::named_by_connection(
-                map.get_all(header::CONNECTION)
-                    .iter()
-                    .map(HeaderValue::as_bytes),
-            )
-            .collect();
-            map.iter()
-                .filter(|(name, _)| keeps_header(name.as_str()))
-                .filter(|(name, _)| !named.iter().any(|n| n.eq_ignore_ascii_case(name.as_ref())))
-                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-                .collect()
+    let mut kept = Vec::new();
+    headers.each_forwarded(|name, value| {
+        // Field names are tokens (RFC 9110 §5.1): ASCII, as both forms have checked.
+        if keeps_header(name)
+            && let Ok(name) = std::str::from_utf8(name)
+        {
+            kept.push((name.to_ascii_lowercase(), value.to_vec()));
         }
-        Headers::Own(fields) => {
-            let mut kept = Vec::new();
-            fields.each_forwarded(|name, _, value| {
-                let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-                if keeps_header(&name) {
-                    kept.push((name, value.to_vec()));
-                }
-            });
-            kept
-        }
-    };
+    });
     let sse = headers.get(Known::ContentType).is_some_and(|v| {
         let media = v.split(|&b| b == b';').next().unwrap_or_default();
         media

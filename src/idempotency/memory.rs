@@ -13,15 +13,16 @@
 //! without idempotency.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::StoreError;
 use super::fingerprint::Fingerprint;
+use super::key::KeyHashed;
 use super::record::Record;
 use super::store::{Completion, Found};
+use super::{Key, StoreError};
 
 pub(super) struct MemoryStore {
     ttl: Duration,
@@ -42,7 +43,8 @@ pub struct Usage {
 
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<Arc<str>, Entry>,
+    /// By key, on the hash the key carries ([`KeyHashed`]).
+    entries: HashMap<Key, Entry, KeyHashed>,
     /// Markers by claim sequence (= expiry order).
     in_flight: BTreeMap<u64, Indexed>,
     /// Records by completion sequence (= expiry and eviction order).
@@ -55,7 +57,7 @@ struct Inner {
 /// An index item: the entry's key, and its expiry (the entry's own, copied).
 struct Indexed {
     expires: Instant,
-    key: Arc<str>,
+    key: Key,
 }
 
 struct Entry {
@@ -89,7 +91,7 @@ impl MemoryStore {
         inner
     }
 
-    pub(super) fn claim(&self, key: &str, fp: Fingerprint) -> Result<Found, StoreError> {
+    pub(super) fn claim(&self, key: &Key, fp: Fingerprint) -> Result<Found, StoreError> {
         let mut inner = self.lock();
         if let Some(entry) = inner.entries.get(key) {
             return Ok(match &entry.record {
@@ -106,7 +108,7 @@ impl MemoryStore {
             }
         }
         let seq = inner.next_seq();
-        let key: Arc<str> = key.into();
+        let key = key.clone();
         let expires = Instant::now() + self.ttl;
         let indexed = Indexed {
             expires,
@@ -123,7 +125,7 @@ impl MemoryStore {
         Ok(Found::Fresh(seq))
     }
 
-    pub(super) fn complete(&self, key: &str, token: u64, record: Record) -> Completion {
+    pub(super) fn complete(&self, key: &Key, token: u64, record: Record) -> Completion {
         let mut inner = self.lock();
         if !inner.holds(key, token) {
             return Completion::Lost;
@@ -148,10 +150,10 @@ impl MemoryStore {
         let Some(entry) = entries.get_mut(key) else {
             return Completion::Lost;
         };
-        // The marker's index item holds the key's `Arc`; the record's takes it over.
+        // The marker's index item holds a copy of the key; the record's takes it over.
         let key = match in_flight.remove(&entry.seq) {
             Some(Indexed { key: shared, .. }) => shared,
-            None => key.into(),
+            None => key.clone(),
         };
         let indexed = Indexed { expires, key };
         done.insert(seq, indexed);
@@ -162,7 +164,7 @@ impl MemoryStore {
         Completion::Stored
     }
 
-    pub(super) fn release(&self, key: &str, token: u64) {
+    pub(super) fn release(&self, key: &Key, token: u64) {
         let mut inner = self.lock();
         if inner.holds(key, token) {
             inner.remove(key);
@@ -186,13 +188,13 @@ impl Inner {
     }
 
     /// The key is still in flight under this claim (not expired and re-claimed).
-    fn holds(&self, key: &str, token: u64) -> bool {
+    fn holds(&self, key: &Key, token: u64) -> bool {
         self.entries
             .get(key)
             .is_some_and(|e| e.record.is_none() && e.seq == token)
     }
 
-    fn remove(&mut self, key: &str) {
+    fn remove(&mut self, key: &Key) {
         let Some(entry) = self.entries.remove(key) else {
             return;
         };

@@ -29,6 +29,7 @@
 mod codec;
 mod fingerprint;
 mod jsonscan;
+mod key;
 mod memory;
 mod record;
 mod redis;
@@ -38,23 +39,16 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use fingerprint::{Fingerprint, Fingerprinted, fingerprint};
+pub use key::{Key, MAX_KEY_LEN};
 pub use memory::Usage;
 pub use record::{Record, Recording, keeps_header, recordable_status};
 pub use redis::KEY_PREFIX;
 pub use replace::{replace_id, replace_ids};
 pub use store::{Claim, Completion, Store, Ticket};
-
-/// Longest key accepted, in bytes (Stripe's limit; the IETF draft sets none).
-pub const MAX_KEY_LEN: usize = 255;
-
-/// A client's idempotency key, scoped: `<scope hash, 32 hex>:<key>`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Key(Arc<str>);
 
 /// Why the store could not answer. The store is neither side of the call: the proxy forwards
 /// the call without idempotency, which is always safe to do once (it is what happens without
@@ -94,45 +88,4 @@ pub enum RedisError {
     CoolingDown(Duration),
     #[error("the key kept changing during the claim")]
     Contended,
-}
-
-// === impl Key ===
-
-impl Key {
-    /// A key from the `Idempotency-Key` header value. The draft makes it a Structured Field
-    /// String (`"…"`, RFC 9651 §3.3.3); most clients send it bare, so both are taken and the
-    /// quotes dropped. `scope` is whatever separates clients (may be empty); it is hashed.
-    /// `None` when empty, longer than [`MAX_KEY_LEN`], or not printable ASCII.
-    pub fn new(header_value: &[u8], scope: &[u8]) -> Option<Key> {
-        let v = header_value.trim_ascii();
-        let v = match v {
-            [b'"', inner @ .., b'"'] => inner,
-            v => v,
-        };
-        if v.is_empty() || v.len() > MAX_KEY_LEN || !v.iter().all(|b| (0x20..0x7f).contains(b)) {
-            return None;
-        }
-        let v = std::str::from_utf8(v).ok()?;
-        // `{scope:032x}:{v}`, written without the formatting machinery (a keyed call makes
-        // one per call).
-        let scope = fingerprint::hash_bytes(scope);
-        let mut key = String::with_capacity(33 + v.len());
-        key.extend((0..32).rev().map(|nibble| {
-            let digit = (scope >> (nibble * 4)) & 0xf;
-            char::from(b"0123456789abcdef"[digit as usize])
-        }));
-        key.push(':');
-        key.push_str(v);
-        Some(Key(key.into()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }

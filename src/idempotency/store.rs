@@ -125,7 +125,7 @@ impl Store {
     /// exactly one gets `Fresh`; the others get `InFlight` (same request) or `Mismatch`.
     pub async fn claim(&self, key: &Key, fp: Fingerprint) -> Result<Claim, StoreError> {
         let found = match &*self.backend {
-            Backend::Memory(m) => m.claim(key.as_str(), fp)?,
+            Backend::Memory(m) => m.claim(key, fp)?,
             Backend::Redis(r) => r.claim(key.as_str(), fp).await?,
         };
         Ok(match found {
@@ -165,7 +165,7 @@ impl Ticket {
             return Ok(Completion::Lost);
         };
         match &*store.backend {
-            Backend::Memory(m) => Ok(m.complete(self.key.as_str(), self.token, record)),
+            Backend::Memory(m) => Ok(m.complete(&self.key, self.token, record)),
             Backend::Redis(r) => {
                 let key = self.key.as_str();
                 let result = r.complete(key, self.fp, self.token, &record).await;
@@ -187,7 +187,7 @@ impl Ticket {
             return Ok(Completion::Lost);
         };
         match &*store.backend {
-            Backend::Memory(m) => Ok(m.complete(self.key.as_str(), self.token, record)),
+            Backend::Memory(m) => Ok(m.complete(&self.key, self.token, record)),
             Backend::Redis(_) => {
                 self.store = Some(store);
                 Err(Box::new((self, record)))
@@ -203,7 +203,7 @@ impl Ticket {
         };
         match &*store.backend {
             Backend::Memory(m) => {
-                m.release(self.key.as_str(), self.token);
+                m.release(&self.key, self.token);
                 Ok(())
             }
             Backend::Redis(r) => r.release(self.key.as_str(), self.fp, self.token).await,
@@ -216,12 +216,12 @@ impl Drop for Ticket {
         let Some(store) = self.store.take() else {
             return;
         };
-        let key = self.key.clone();
-        let (fp, token) = (self.fp, self.token);
         if let Backend::Memory(m) = &*store.backend {
-            m.release(key.as_str(), token);
+            m.release(&self.key, self.token);
             return;
         }
+        let key = self.key.clone();
+        let (fp, token) = (self.fp, self.token);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

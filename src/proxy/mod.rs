@@ -49,6 +49,7 @@ pub(crate) use head_timer::{Deadline, HeadTimer, Timer};
 pub use pooled_client::{ClientError, UpstreamClient};
 pub use sse_keepalive::KeepAlive;
 
+use read_plan::AsRead;
 pub(crate) use read_plan::ReadPlan;
 
 use crate::idempotency::Store as IdempotencyStore;
@@ -289,8 +290,11 @@ impl Proxy {
             retries: (policy.retries_enabled() || limits.is_some()).then_some(read_ahead),
             keyed: read_ahead,
             // strata's `traceparent` goes into a map.
-            fields_as_read: policy.retries_enabled() && !propagate,
-            keyed_fields_as_read: !propagate,
+            as_read: match (propagate, policy.retries_enabled()) {
+                (true, _) => AsRead::None,
+                (false, true) => AsRead::All,
+                (false, false) => AsRead::Keyed,
+            },
         };
         Ok(Arc::new(Proxy {
             client,

@@ -13,11 +13,18 @@ pub(crate) struct ReadPlan {
     pub(super) retries: Option<(usize, Option<Duration>)>,
     /// A body with an `Idempotency-Key` goes into the replay buffer whatever the retries.
     pub(super) keyed: (usize, Option<Duration>),
-    /// A POST is forwarded from its fields as read (`http/fields.rs`) when its body goes into
-    /// the replay buffer, which strata's own connection takes: one without a key when retries
-    /// are on; one with a key always. Neither when strata adds a `traceparent` (to a map).
-    pub(super) fields_as_read: bool,
-    pub(super) keyed_fields_as_read: bool,
+    /// Which POSTs go out from their fields as read (`http/fields.rs`).
+    pub(super) as_read: AsRead,
+}
+
+/// Which POSTs are forwarded from their fields as read: those whose body goes into the
+/// replay buffer, which strata's own connection takes — one with a key always, one without
+/// when retries are on. None when strata adds a `traceparent` (to a map).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AsRead {
+    None,
+    Keyed,
+    All,
 }
 
 impl ReadPlan {
@@ -36,9 +43,10 @@ impl ReadPlan {
     /// Whether the request's fields go out as read rather than in a map.
     pub(crate) fn fields_as_read(&self, method: &Method, idempotency_key: bool) -> bool {
         *method == Method::POST
-            && match idempotency_key {
-                true => self.keyed_fields_as_read,
-                false => self.fields_as_read,
+            && match self.as_read {
+                AsRead::All => true,
+                AsRead::Keyed => idempotency_key,
+                AsRead::None => false,
             }
     }
 }

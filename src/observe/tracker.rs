@@ -525,10 +525,6 @@ impl Drop for CallTracker {
         // Dropped before any body ended it: the agent left while strata waited for the
         // upstream's head (hyper dropped the request future).
         self.finish(exchange::BodyEnd::AgentGone);
-        // A record no body waited for (an empty body, ended as it was made) is stored by a task.
-        if let Some(settling) = self.settle() {
-            tokio::spawn(settling);
-        }
     }
 }
 

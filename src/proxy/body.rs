@@ -43,6 +43,13 @@ pub trait BodySink: Send + 'static {
     fn settle(&mut self) -> Option<Settling> {
         None
     }
+
+    /// The body reached its end (`Complete` or `Error`): `on_end`, then what it leaves to
+    /// settle.
+    fn end(&mut self, end: BodyEnd) -> Option<Settling> {
+        self.on_end(end);
+        self.settle()
+    }
 }
 
 /// A boxed sink (the call tracker, `AgentBody`): the body that carries it moves as a pointer.
@@ -104,8 +111,7 @@ impl<B: Body, S: BodySink> ObservedBody<B, S> {
         // An empty body (202, 204, `Content-Length: 0`) is never polled by hyper: it ends now,
         // and what its end leaves settles in a task.
         let sink = if inner.is_end_stream() {
-            sink.on_end(BodyEnd::Complete);
-            if let Some(settling) = sink.settle() {
+            if let Some(settling) = sink.end(BodyEnd::Complete) {
                 tokio::spawn(settling);
             }
             None
@@ -155,8 +161,7 @@ where
         if let Some(end) = end
             && let Some(mut sink) = this.sink.take()
         {
-            sink.on_end(end);
-            if let Some(mut settling) = sink.settle()
+            if let Some(mut settling) = sink.end(end)
                 && settling.as_mut().poll(cx).is_pending()
             {
                 *this.held = Some(Box::new(Held { frame, settling }));

@@ -160,13 +160,11 @@ where
         };
         if let Some(end) = end
             && let Some(mut sink) = this.sink.take()
+            && let Some(mut settling) = sink.end(end)
+            && settling.as_mut().poll(cx).is_pending()
         {
-            if let Some(mut settling) = sink.end(end)
-                && settling.as_mut().poll(cx).is_pending()
-            {
-                *this.held = Some(Box::new(Held { frame, settling }));
-                return Poll::Pending;
-            }
+            *this.held = Some(Box::new(Held { frame, settling }));
+            return Poll::Pending;
         }
         Poll::Ready(frame)
     }

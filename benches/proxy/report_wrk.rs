@@ -23,7 +23,7 @@ pub(crate) fn table(t: &mut String, r: &Value) {
         for by in ["harness", "wrk"] {
             rows(t, name, by, &s[by]);
         }
-        let word = |by: &str, k: usize| match s["agree"]["sides"][by][k].as_i64() {
+        let word = |by: &str, k: usize| match s["sides"][by][k].as_i64() {
             Some(-1) => "below",
             Some(0) => "level",
             Some(1) => "above",

@@ -181,6 +181,20 @@ fn keys_are_scoped_and_checked() {
     assert_eq!(Key::new(&[b'k'; MAX_KEY_LEN + 1], b""), None);
 }
 
+/// The memory store's map takes the hash a key carries: the same for a key read twice (quoted
+/// or not), another for another scope.
+#[test]
+fn a_key_read_twice_carries_one_hash() {
+    use std::hash::BuildHasher;
+
+    use super::super::key::KeyHashed;
+
+    let hash = |value: &[u8], scope: &[u8]| KeyHashed.hash_one(Key::new(value, scope).unwrap());
+    assert_eq!(hash(b"abc-123", b"one"), hash(b"\"abc-123\"", b"one"));
+    assert_ne!(hash(b"abc-123", b"one"), hash(b"abc-123", b"two"));
+    assert_ne!(hash(b"abc-123", b"one"), hash(b"abc-124", b"one"));
+}
+
 /// The fingerprint as first written, over `serde_json::Value`: the oracle the borrowed parse
 /// must agree with on every body, or records already stored would stop matching.
 mod oracle {

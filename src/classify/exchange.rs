@@ -425,6 +425,7 @@ impl Exchange {
     /// Collect the tool hints of a `tools/list` result in this exchange.
     pub fn learn_tools(&mut self) {
         self.correlator.tools = Some(Vec::new());
+        self.follow_tool_entries();
     }
 
     /// The tool hints seen (once; empty unless [`Exchange::learn_tools`] was called). Trust
@@ -465,6 +466,18 @@ impl Exchange {
             }
             ContentKind::Other => Scan::None,
         };
+        self.follow_tool_entries();
+    }
+
+    /// The scanner follows a tools/list result's entries only when their hints are collected
+    /// (a spare scanner keeps the last exchange's choice until told).
+    fn follow_tool_entries(&mut self) {
+        let on = self.correlator.tools.is_some();
+        match &mut self.scan {
+            Scan::Json(scanner) => scanner.follow_tool_entries(on),
+            Scan::Sse(framer) => framer.follow_tool_entries(on),
+            Scan::None => {}
+        }
     }
 
     /// No response head: strata answers 502/504 itself.

@@ -190,6 +190,9 @@ pub struct JsonScanner {
     /// Scanning SSE events: a message whose `method` was read is not the response, whatever
     /// else it holds, so the rest of its envelope is only validated (see `begin_tracked`).
     events: bool,
+    /// `result.tools` entries are followed and handed to [`MessageSink::tool_entry`]; off
+    /// (the default), the array is only validated, a fifth of a large tools/list's scan.
+    tool_entries: bool,
     /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
     /// untracked container are only validated, without path or capture bookkeeping.
     quiet: usize,
@@ -246,6 +249,7 @@ impl JsonScanner {
             dest: Dest::None,
             responses,
             events,
+            tool_entries: false,
             quiet: usize::MAX,
             quiet_tokens: 0,
             in_key: false,
@@ -294,6 +298,13 @@ impl JsonScanner {
     /// Sets the run-time string level (a scanner copied from [`Self::FRESH_RESPONSES`]).
     pub(super) fn detect_wide(&mut self) {
         self.wide = Wide::detect();
+    }
+
+    /// Follows each entry of a `tools/list` result's `tools` array for
+    /// [`MessageSink::tool_entry`] (`on`), or only validates the array. Kept across
+    /// [`Self::reset`]: it is the exchange's choice, not the document's.
+    pub fn follow_tool_entries(&mut self, on: bool) {
+        self.tool_entries = on;
     }
 
     /// Makes the scanner ready for a new document (SSE: the next event).
@@ -869,7 +880,7 @@ impl JsonScanner {
                 let followed = if object {
                     self.keys_matter(slot)
                 } else {
-                    capture::element(slot).is_some()
+                    self.elements_matter(slot)
                 };
                 self.follow(followed.then_some(Some(slot)));
             }
@@ -940,6 +951,11 @@ impl JsonScanner {
     /// Whether the keys of an object in this slot are followed.
     fn keys_matter(&self, slot: Slot) -> bool {
         capture::keys_matter(slot) && !(self.responses && slot == Slot::Params)
+    }
+
+    /// Whether the elements of an array in this slot are followed.
+    fn elements_matter(&self, slot: Slot) -> bool {
+        capture::element(slot).is_some_and(|e| e != Slot::ToolEntry || self.tool_entries)
     }
 
     /// [`Self::begin_value`] inside an untracked container: grammar only.

@@ -208,6 +208,11 @@ impl SseFramer {
         framer
     }
 
+    /// See [`JsonScanner::follow_tool_entries`]: every event's scanner does the same.
+    pub fn follow_tool_entries(&mut self, on: bool) {
+        self.scanner.follow_tool_entries(on);
+    }
+
     /// Events dispatched so far (with data; priming events included).
     pub fn events(&self) -> u32 {
         self.events

@@ -590,3 +590,50 @@ fn a_spare_scanner_left_mid_document_starts_the_next_exchange_fresh() {
         }
     }
 }
+
+/// A tools/list result's hints are collected when asked for, before the head or after it, on
+/// JSON and SSE (the scanner follows the entries only then); an exchange that does not ask
+/// gets none.
+#[test]
+fn tool_hints_only_when_asked_for() {
+    let body = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[
+        {"name":"read","annotations":{"readOnlyHint":true}},{"name":"rm"}]}}"#;
+    let sse = format!("data: {}\n\n", body.replace('\n', ""));
+    let hints = |ask: Option<bool>, ct: &str, body: &str| {
+        let (reqs, batch) = requests(LIST);
+        let mut ex = Exchange::new(reqs, batch);
+        if ask == Some(true) {
+            ex.learn_tools();
+        }
+        ex.response_head(200, ContentKind::from_header(Some(ct.as_bytes())));
+        if ask == Some(false) {
+            ex.learn_tools();
+        }
+        ex.data(body.as_bytes());
+        let ended = ex.end(BodyEnd::Complete).into_vec();
+        assert!(matches!(
+            ended.as_slice(),
+            [(_, _, Resolution::Final(v))] if v.outcome == Outcome::Success
+        ));
+        let names: Vec<(String, bool)> = ex
+            .take_tool_hints()
+            .into_iter()
+            .map(|h| (h.name.into(), h.read_only))
+            .collect();
+        names
+    };
+    let want = vec![("read".to_string(), true), ("rm".to_string(), false)];
+    for (ct, body) in [(JSON, body), (SSE, sse.as_str())] {
+        assert_eq!(
+            hints(Some(true), ct, body),
+            want,
+            "{ct}, asked before the head"
+        );
+        assert_eq!(
+            hints(Some(false), ct, body),
+            want,
+            "{ct}, asked after the head"
+        );
+        assert!(hints(None, ct, body).is_empty(), "{ct}, not asked");
+    }
+}

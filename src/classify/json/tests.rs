@@ -276,6 +276,7 @@ fn tools_list_entries_stream_out_one_by_one() {
     ],"nextCursor":"x"}}"#;
     for step in [1, 3, 7, body.len()] {
         let mut scanner = JsonScanner::new();
+        scanner.follow_tool_entries(true);
         let mut tools = Tools::default();
         for chunk in body.chunks(step) {
             scanner.feed(chunk, &mut tools);
@@ -294,6 +295,7 @@ fn tools_list_entries_stream_out_one_by_one() {
     }
     // `tools` anywhere else is not followed.
     let mut scanner = JsonScanner::new();
+    scanner.follow_tool_entries(true);
     let mut tools = Tools::default();
     scanner.feed(
         br#"{"result":{"x":{"tools":[{"name":"no"}]}},"params":{"tools":[{"name":"no"}]}}"#,
@@ -301,6 +303,52 @@ fn tools_list_entries_stream_out_one_by_one() {
     );
     assert!(scanner.finish(&mut tools).is_ok());
     assert!(tools.0.is_empty());
+}
+
+/// Unless asked, a tools/list result's entries are only validated: none reaches the sink, the
+/// message still does, and a fault inside an entry is the same fault at any cut.
+#[test]
+fn tools_list_entries_unasked_are_only_validated() {
+    let good = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
+        {"name":"read_file","annotations":{"readOnlyHint":true}},{"name":"rm"}]}}"#;
+    let bad = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
+        {"name":"read_file","annotations":{"readOnlyHint":tru}}]}}"#;
+    for step in [1, 3, 7, good.len()] {
+        for responses in [false, true] {
+            let mut scanner = if responses {
+                JsonScanner::for_responses()
+            } else {
+                JsonScanner::new()
+            };
+            let mut tools = Tools::default();
+            for chunk in good.chunks(step) {
+                scanner.feed(chunk, &mut tools);
+            }
+            assert!(scanner.finish(&mut tools).is_ok(), "step {step}");
+            assert!(tools.0.is_empty(), "step {step}");
+        }
+        let (messages, doc) = scan(good, step);
+        assert!(doc.is_ok(), "step {step}");
+        assert_eq!(messages.len(), 1, "step {step}");
+        assert_eq!(messages[0].result, Kind::Object, "step {step}");
+        assert_eq!(scan(bad, step).1, Err(Malformed::Syntax), "step {step}");
+    }
+    // Asked, then not: the choice holds until it changes, across documents.
+    let mut scanner = JsonScanner::for_responses();
+    let mut tools = Tools::default();
+    scanner.follow_tool_entries(true);
+    scanner.feed(good, &mut tools);
+    assert!(scanner.finish(&mut tools).is_ok());
+    assert_eq!(tools.0.len(), 2);
+    scanner.reset();
+    scanner.feed(good, &mut tools);
+    assert!(scanner.finish(&mut tools).is_ok());
+    assert_eq!(tools.0.len(), 4);
+    scanner.reset();
+    scanner.follow_tool_entries(false);
+    scanner.feed(good, &mut tools);
+    assert!(scanner.finish(&mut tools).is_ok());
+    assert_eq!(tools.0.len(), 4);
 }
 
 /// The slot of each value is decided when its key is read, one level at a time
@@ -356,6 +404,7 @@ fn tools_list_entries_follow_only_their_own_paths() {
                 } else {
                     JsonScanner::new()
                 };
+                scanner.follow_tool_entries(true);
                 let mut tools = Tools::default();
                 for chunk in body.chunks(step) {
                     scanner.feed(chunk, &mut tools);

@@ -22,6 +22,7 @@ use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
 use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
+use super::tool_hints::{ToolHint, ToolHints};
 
 /// How the response body ended, as the proxy saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,17 +102,6 @@ pub struct Resolutions {
     last_event_id: Option<Box<Captured<MAX_EVENT_ID>>>,
 }
 
-/// Most tool hints one `tools/list` response hands out (names come from the upstream).
-pub const MAX_TOOL_HINTS: usize = 10_000;
-
-/// What a `tools/list` result says of one tool (2025-06-18 server/tools §ToolAnnotations).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolHint {
-    pub name: Box<str>,
-    pub read_only: bool,
-    pub idempotent: bool,
-}
-
 /// Matches response messages to the calls; the scanners' sink.
 struct Correlator {
     requests: Vec<Request>,
@@ -120,7 +110,9 @@ struct Correlator {
     request_batch: bool,
     sse: bool,
     /// Tool hints seen, when asked for ([`Exchange::learn_tools`]).
-    tools: Option<Vec<ToolHint>>,
+    /// Boxed: only a tools/list exchange that collects them has any, and an exchange lives
+    /// in every open stream's call tracker.
+    tools: Option<Box<ToolHints>>,
 }
 
 enum Scan {
@@ -344,12 +336,11 @@ impl Correlator {
 impl MessageSink for Correlator {
     fn tool_entry(&mut self, entry: &ToolEntry) {
         if let Some(tools) = &mut self.tools
-            && tools.len() < MAX_TOOL_HINTS
-            && let Some(name) = entry.name.text()
             && entry.name.kind == Kind::String
+            && let Some(name) = entry.name.text()
         {
             tools.push(ToolHint {
-                name: name.into(),
+                name,
                 read_only: entry.read_only == Kind::True,
                 idempotent: entry.idempotent == Kind::True,
             });
@@ -424,14 +415,18 @@ impl Exchange {
 
     /// Collect the tool hints of a `tools/list` result in this exchange.
     pub fn learn_tools(&mut self) {
-        self.correlator.tools = Some(Vec::new());
+        self.correlator.tools = Some(Box::default());
         self.follow_tool_entries();
     }
 
     /// The tool hints seen (once; empty unless [`Exchange::learn_tools`] was called). Trust
     /// them only when the tools/list call's verdict was SUCCESS.
-    pub fn take_tool_hints(&mut self) -> Vec<ToolHint> {
-        self.correlator.tools.take().unwrap_or_default()
+    pub fn take_tool_hints(&mut self) -> ToolHints {
+        self.correlator
+            .tools
+            .take()
+            .map(|hints| *hints)
+            .unwrap_or_default()
     }
 
     pub fn requests(&self) -> impl Iterator<Item = &Request> {

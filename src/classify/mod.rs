@@ -8,6 +8,7 @@ mod outcome;
 pub mod request;
 mod spare;
 pub mod sse;
+pub mod tool_hints;
 
 pub use capture::{Captured, Envelope, Kind};
 pub use outcome::{Layer, Outcome};

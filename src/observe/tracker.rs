@@ -447,8 +447,8 @@ impl CallTracker {
             && verdict.outcome == Outcome::Success
             && request.method.is_string("tools/list")
         {
-            for hint in self.exchange.take_tool_hints() {
-                annotations.learn(&hint.name, hint.read_only, hint.idempotent);
+            for hint in self.exchange.take_tool_hints().iter() {
+                annotations.learn(hint.name, hint.read_only, hint.idempotent);
             }
         }
         if let Some(watch) = &mut self.watch {

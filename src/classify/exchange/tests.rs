@@ -615,11 +615,9 @@ fn tool_hints_only_when_asked_for() {
             ended.as_slice(),
             [(_, _, Resolution::Final(v))] if v.outcome == Outcome::Success
         ));
-        let names: Vec<(String, bool)> = ex
-            .take_tool_hints()
-            .into_iter()
-            .map(|h| (h.name.into(), h.read_only))
-            .collect();
+        let hints = ex.take_tool_hints();
+        let names: Vec<(String, bool)> =
+            hints.iter().map(|h| (h.name.into(), h.read_only)).collect();
         names
     };
     let want = vec![("read".to_string(), true), ("rm".to_string(), false)];

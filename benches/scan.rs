@@ -37,7 +37,7 @@ fn scan(c: &mut Criterion) {
         let reqs = requests(case.request);
         // What is measured is the path that reaches the expected verdict.
         assert_eq!(
-            classify(&reqs, case.content, &case.body),
+            classify(&reqs, case.content, case.hints, &case.body),
             case.expect,
             "{}",
             case.name
@@ -48,7 +48,7 @@ fn scan(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("scan_{}", case.name));
         group.throughput(Throughput::Bytes(case.body.len() as u64));
         group.bench_function("strata", |b| {
-            b.iter(|| classify(&reqs, case.content, black_box(&case.body)));
+            b.iter(|| classify(&reqs, case.content, case.hints, black_box(&case.body)));
         });
         let mut scratch = Vec::new();
         group.bench_function("serde_value", |b| {

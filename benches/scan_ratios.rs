@@ -60,7 +60,12 @@ fn run(case: &Case, func: &str, slice: Duration) -> f64 {
     let mut scratch = Vec::new();
     match func {
         "strata" => time_slice(slice, || {
-            black_box(classify(&reqs, case.content, black_box(&case.body)));
+            black_box(classify(
+                &reqs,
+                case.content,
+                case.hints,
+                black_box(&case.body),
+            ));
         }),
         "serde_value" => time_slice(slice, || {
             for_each_document(case, &mut scratch, |doc| {
@@ -114,7 +119,12 @@ fn main() {
         .collect();
     for case in &cases {
         assert_eq!(
-            classify(&requests(case.request), case.content, &case.body),
+            classify(
+                &requests(case.request),
+                case.content,
+                case.hints,
+                &case.body
+            ),
             case.expect
         );
         // The baselines' framing finds exactly the documents cut out in advance.

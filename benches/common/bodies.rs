@@ -117,8 +117,18 @@ pub(crate) fn requests(body: &[u8]) -> Vec<Request> {
     inspector.finish().requests
 }
 
-pub(crate) fn classify(requests: &[Request], content: ContentKind, body: &[u8]) -> Outcome {
+/// `hints`: the exchange collects a tools/list result's tool hints, as the proxy does with
+/// `trust_annotations: true`.
+pub(crate) fn classify(
+    requests: &[Request],
+    content: ContentKind,
+    hints: bool,
+    body: &[u8],
+) -> Outcome {
     let mut ex = Exchange::new(requests.to_vec(), false);
+    if hints {
+        ex.learn_tools();
+    }
     ex.response_head(200, content);
     for chunk in body.chunks(CHUNK) {
         ex.data(chunk);
@@ -184,6 +194,8 @@ pub(crate) struct Case {
     pub(crate) request: &'static [u8],
     pub(crate) content: ContentKind,
     pub(crate) body: Vec<u8>,
+    /// The exchange collects tool hints (see [`classify`]).
+    pub(crate) hints: bool,
     /// The JSON documents a buffering classifier parses (the body, or each event's data),
     /// cut out in advance: [`for_each_document`] frames them from the body instead.
     pub(crate) documents: Vec<Vec<u8>>,
@@ -197,6 +209,7 @@ pub(crate) fn cases() -> Vec<Case> {
         content: ContentKind::Json,
         documents: vec![body.clone()],
         body,
+        hints: false,
         expect,
     };
     let (sse, datas) = sse_stream(32 * KIB);
@@ -221,10 +234,16 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         json("tools_list_4m", LIST, tools_list(4 * MIB), Outcome::Success),
         Case {
+            name: "tools_list_4m_hints",
+            hints: true,
+            ..json("", LIST, tools_list(4 * MIB), Outcome::Success)
+        },
+        Case {
             name: "sse_progress_32k",
             request: CALL,
             content: ContentKind::Sse,
             body: sse,
+            hints: false,
             documents: datas,
             expect: Outcome::ToolSuccess,
         },

@@ -9,7 +9,8 @@
 //! and h2 with prior knowledge on one port; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an
 //! `https://` upstream; plain TCP re-sending keyed calls the upstream answers 503), nginx one
 //! process with a server for each, HAProxy one process with a frontend for each it can serve.
-//! Every TLS connection, the agents' and the upstreams', is [`tls::SUITE`].
+//! Every TLS connection, the agents' and the upstreams', is [`tls::SUITE`]. With `--baseline`,
+//! that build runs beside strata on the plain front (`base`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -270,7 +271,23 @@ fn start(
         }
     }
     fronts.push(strata(plan, dir, cert, ups, procs)?);
+    if let (Some(bin), false) = (&plan.baseline, plan.train) {
+        fronts.push(base(bin, dir, ups, procs)?);
+    }
     Ok(fronts)
+}
+
+/// The baseline build (`--baseline`) on the plain front only (HTTP/1.1 and h2 with prior
+/// knowledge to the plain upstream), strata's plain config: beside strata on those paths.
+fn base(bin: &Path, dir: &Path, ups: &Ups, procs: &mut Vec<Proc>) -> anyhow::Result<Fronts> {
+    let url = format!("http://{}", ups.plain);
+    let (p, t) = procs::strata("base", bin, &url, dir, "paths-base", "")?;
+    procs.push(p);
+    Ok(Fronts::shared(
+        "base",
+        &[(Front::Plain, t.addr), (Front::H2c, t.addr)],
+        &t.pids,
+    ))
 }
 
 /// A path's targets and the wire each one's agents speak: direct (not in training), then

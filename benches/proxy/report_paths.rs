@@ -8,8 +8,9 @@ use serde_json::Value;
 use crate::report::{minus, num, ratio};
 use crate::targets::{f0, f1, f2};
 
-/// Targets of the paths rows, in table order.
-pub(crate) const PATHS_TARGETS: [&str; 4] = ["direct", "nginx", "haproxy", "strata"];
+/// Targets of the paths rows, in table order (`base` only with `--baseline`, on the plain
+/// front's paths).
+pub(crate) const PATHS_TARGETS: [&str; 5] = ["direct", "nginx", "haproxy", "strata", "base"];
 
 pub(crate) fn table(t: &mut String, r: &Value) {
     let _ = writeln!(

@@ -191,7 +191,8 @@ pub struct JsonScanner {
     /// else it holds, so the rest of its envelope is only validated (see `begin_tracked`).
     events: bool,
     /// `result.tools` entries are followed and handed to [`MessageSink::tool_entry`]; off
-    /// (the default), the array is only validated, a fifth of a large tools/list's scan.
+    /// (the default), the array is an untracked container: only validated, without a key
+    /// matched or a capture kept per entry.
     tool_entries: bool,
     /// The depth from which nothing is followed (`usize::MAX`: none): the values inside an
     /// untracked container are only validated, without path or capture bookkeeping.

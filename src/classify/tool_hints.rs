@@ -1,8 +1,8 @@
 //! The tool hints a `tools/list` result gives (2025-06-18 server/tools §ToolAnnotations), as
 //! an exchange collects them for `trust_annotations`.
 //!
-//! Every name goes into one buffer: a result lists thousands of tools, and a box per name was
-//! an allocation per entry, a tenth of such a result's scan.
+//! Every name goes into one buffer: a result may list thousands of tools, and a box per name
+//! would be an allocation per entry.
 
 /// Most tool hints one `tools/list` response hands out (names come from the upstream).
 pub const MAX_TOOL_HINTS: usize = 10_000;

@@ -36,19 +36,14 @@ fn scan(c: &mut Criterion) {
     for case in cases() {
         let reqs = requests(case.request);
         // What is measured is the path that reaches the expected verdict.
-        assert_eq!(
-            classify(&reqs, case.content, case.hints, &case.body),
-            case.expect,
-            "{}",
-            case.name
-        );
+        assert_eq!(classify(&reqs, &case), case.expect, "{}", case.name);
         for doc in &case.documents {
             serde_json::from_slice::<serde_json::Value>(doc).expect("valid JSON");
         }
         let mut group = c.benchmark_group(format!("scan_{}", case.name));
         group.throughput(Throughput::Bytes(case.body.len() as u64));
         group.bench_function("strata", |b| {
-            b.iter(|| classify(&reqs, case.content, case.hints, black_box(&case.body)));
+            b.iter(|| classify(&reqs, &case));
         });
         let mut scratch = Vec::new();
         group.bench_function("serde_value", |b| {

@@ -60,12 +60,7 @@ fn run(case: &Case, func: &str, slice: Duration) -> f64 {
     let mut scratch = Vec::new();
     match func {
         "strata" => time_slice(slice, || {
-            black_box(classify(
-                &reqs,
-                case.content,
-                case.hints,
-                black_box(&case.body),
-            ));
+            black_box(classify(&reqs, case));
         }),
         "serde_value" => time_slice(slice, || {
             for_each_document(case, &mut scratch, |doc| {
@@ -118,15 +113,7 @@ fn main() {
         .filter(|c| filter.is_empty() || filter.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     for case in &cases {
-        assert_eq!(
-            classify(
-                &requests(case.request),
-                case.content,
-                case.hints,
-                &case.body
-            ),
-            case.expect
-        );
+        assert_eq!(classify(&requests(case.request), case), case.expect);
         // The baselines' framing finds exactly the documents cut out in advance.
         let mut framed = Vec::new();
         for_each_document(case, &mut Vec::new(), |doc| framed.push(doc.to_vec()));

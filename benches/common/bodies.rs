@@ -117,20 +117,14 @@ pub(crate) fn requests(body: &[u8]) -> Vec<Request> {
     inspector.finish().requests
 }
 
-/// `hints`: the exchange collects a tools/list result's tool hints, as the proxy does with
-/// `trust_annotations: true`.
-pub(crate) fn classify(
-    requests: &[Request],
-    content: ContentKind,
-    hints: bool,
-    body: &[u8],
-) -> Outcome {
+/// The case's body classified as the answer to `requests`, as the call tracker feeds it.
+pub(crate) fn classify(requests: &[Request], case: &Case) -> Outcome {
     let mut ex = Exchange::new(requests.to_vec(), false);
-    if hints {
+    if case.hints {
         ex.learn_tools();
     }
-    ex.response_head(200, content);
-    for chunk in body.chunks(CHUNK) {
+    ex.response_head(200, case.content);
+    for chunk in std::hint::black_box(&case.body).chunks(CHUNK) {
         ex.data(chunk);
     }
     let mut ended = ex.end(BodyEnd::Complete);
@@ -194,7 +188,8 @@ pub(crate) struct Case {
     pub(crate) request: &'static [u8],
     pub(crate) content: ContentKind,
     pub(crate) body: Vec<u8>,
-    /// The exchange collects tool hints (see [`classify`]).
+    /// The exchange collects a tools/list result's tool hints, as the proxy does with
+    /// `trust_annotations: true`.
     pub(crate) hints: bool,
     /// The JSON documents a buffering classifier parses (the body, or each event's data),
     /// cut out in advance: [`for_each_document`] frames them from the body instead.

@@ -312,6 +312,95 @@ mod oracle {
     }
 }
 
+/// The text path takes the body agents send and gives what the tree gives: the same
+/// fingerprint and the same ids.
+mod text_path {
+    use proptest::prelude::*;
+
+    use super::super::super::fingerprint::{by_tree, from_text};
+
+    /// Values of the text path's kind: integers as `serde_json` prints them, strings without
+    /// escapes (some not ASCII), nested objects and arrays.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("false".to_owned()),
+            "0|-?[1-9][0-9]{0,17}",
+            "\"([a-z_ /:.]|\u{e9}|\u{65e5})*\"",
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|v| format!("[ {} ]", v.join(" ,"))),
+                object(inner),
+            ]
+        })
+    }
+
+    /// An object with distinct keys, among them the ones the fingerprint treats apart, its
+    /// members in an order of their own, so that sorting them is exercised.
+    fn object(value: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+        prop::collection::btree_map("id|params|_meta|method|[a-z\u{e9}]{1,3}", value, 0..6)
+            .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+            .prop_shuffle()
+            .prop_map(|m| {
+                let members: Vec<String> = m.iter().map(|(k, v)| format!("\"{k}\" :{v}")).collect();
+                format!("{{\n{}}}", members.join(","))
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn takes_the_usual_body_and_hashes_it_as_the_tree(body in object(value())) {
+            let got = from_text("/mcp", body.as_bytes());
+            prop_assert!(got.is_some(), "the text path gave up on {}", body);
+            prop_assert_eq!(got, by_tree("/mcp", body.as_bytes()), "{}", body);
+        }
+    }
+
+    /// What the text path leaves to the tree, JSON or not; `fingerprint` then answers as the
+    /// tree does.
+    #[test]
+    fn leaves_the_rest_to_the_tree() {
+        let json = [
+            r#"[{"id":1,"method":"ping"}]"#,
+            r#"{"id":"a\"b","method":"ping"}"#,
+            r#"{"params":{"n":1.5}}"#,
+            r#"{"params":{"n":1e3}}"#,
+            r#"{"params":{"n":-0}}"#,
+            r#"{"params":{"n":1234567890123456789}}"#,
+            r#"{"id":1,"id":2}"#,
+            r#"{"a":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}"#,
+        ];
+        for body in json {
+            assert_eq!(from_text("/mcp", body.as_bytes()), None, "{body}");
+            let tree = by_tree("/mcp", body.as_bytes());
+            assert!(tree.is_some(), "{body}");
+            assert_eq!(super::fingerprint("/mcp", body.as_bytes()), tree, "{body}");
+        }
+        // Not JSON, or not a message.
+        let not_json = [
+            "\"a string\"",
+            r#"{"a":01}"#,
+            r#"{"a":1,}"#,
+            "{\"a\":\"x\u{1}\"}",
+            r#"{"a":tru}"#,
+            r#"{"a":1}x"#,
+            r#"{"a" 1}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a":-}"#,
+            r#"{"a":1"#,
+            r#"{a:1}"#,
+        ];
+        for body in not_json {
+            assert_eq!(from_text("/mcp", body.as_bytes()), None, "{body}");
+            assert_eq!(super::fingerprint("/mcp", body.as_bytes()), None, "{body}");
+        }
+        assert_eq!(from_text("/mcp", b"{\"a\":\"\xff\"}"), None);
+    }
+}
+
 /// Writes gathered into runs hash as the bytes written one at a time: FNV-1a over each byte,
 /// SipHash over the whole stream — across a run's end, and for a write longer than a run.
 #[test]

@@ -86,12 +86,15 @@ pub enum RetryOrigin {
 /// The key is random per process, so a hash links one session's calls within a run but cannot
 /// be looked up or reversed from logs; after a restart the same session hashes differently.
 /// There is no way to build one from a raw id except by hashing it.
+///
+/// Held as its 16 lowercase hex digits, inline: a 2025-era call makes one for its record, and
+/// an allocation costs more than reading the digits back as text.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct SessionHash(String);
+pub struct SessionHash([u8; 16]);
 
 /// The loggable form of a raw `Mcp-Session-Id` (see [`SessionHash`]).
 pub fn hash_session(id: &str) -> String {
-    SessionHash::new(id).0
+    SessionHash::new(id).as_str().to_owned()
 }
 
 // === impl CallRecord ===
@@ -350,23 +353,30 @@ impl SessionHash {
         // std's RandomState is SipHash-1-3 keyed from OS randomness; one key per process.
         static KEY: OnceLock<RandomState> = OnceLock::new();
         let hash = KEY.get_or_init(RandomState::new).hash_one(raw);
-        SessionHash(format!("{hash:016x}"))
+        // `{hash:016x}`, without the formatting machinery.
+        let mut digits = [0u8; 16];
+        for (k, digit) in digits.iter_mut().enumerate() {
+            let nibble = (hash >> (60 - 4 * k)) & 0xf;
+            *digit = b"0123456789abcdef"[nibble as usize];
+        }
+        SessionHash(digits)
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Hex digits only: always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
 impl fmt::Display for SessionHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for SessionHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SessionHash({})", self.0)
+        write!(f, "SessionHash({})", self.as_str())
     }
 }
 

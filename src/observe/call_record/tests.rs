@@ -99,6 +99,12 @@ fn session_hash_is_stable_short_hex_and_not_the_id() {
         a.bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     );
+    // The digits are a u64's, most significant first, zero-padded: as `{:016x}` writes it.
+    for id in ["a", "b", "session-1", "session-2", RAW_SESSION] {
+        let text = hash_session(id);
+        let value = u64::from_str_radix(&text, 16).unwrap();
+        assert_eq!(format!("{value:016x}"), text);
+    }
     assert_eq!(
         format!("{:?}", SessionHash::new(RAW_SESSION)),
         format!("SessionHash({a})")

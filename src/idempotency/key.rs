@@ -14,6 +14,9 @@ use super::fingerprint;
 /// Longest key accepted, in bytes (Stripe's limit; the IETF draft sets none).
 pub const MAX_KEY_LEN: usize = 255;
 
+/// The scope's 32 hex digits and the colon before a key.
+const SCOPED_LEN: usize = 33;
+
 /// This process's keys for the key hash.
 static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
 
@@ -49,20 +52,21 @@ impl Key {
         if v.is_empty() || v.len() > MAX_KEY_LEN || !v.iter().all(|b| (0x20..0x7f).contains(b)) {
             return None;
         }
-        let v = std::str::from_utf8(v).ok()?;
-        // `{scope:032x}:{v}`, written without the formatting machinery (a keyed call makes
-        // one per call).
+        // `{scope:032x}:{v}`, written on the stack without the formatting machinery (a keyed
+        // call makes one per call), then copied once into the key's own allocation.
         let scope = fingerprint::hash_bytes(scope);
-        let mut text = String::with_capacity(33 + v.len());
-        text.extend((0..32).rev().map(|nibble| {
-            let digit = (scope >> (nibble * 4)) & 0xf;
-            char::from(b"0123456789abcdef"[digit as usize])
-        }));
-        text.push(':');
-        text.push_str(v);
-        let hash = SEED.hash_one(text.as_str());
+        let mut buf = [0u8; SCOPED_LEN + MAX_KEY_LEN];
+        for (k, digit) in buf.iter_mut().take(32).enumerate() {
+            let nibble = (scope >> (124 - 4 * k)) & 0xf;
+            *digit = b"0123456789abcdef"[nibble as usize];
+        }
+        buf[32] = b':';
+        let len = SCOPED_LEN + v.len();
+        buf.get_mut(SCOPED_LEN..len)?.copy_from_slice(v);
+        let text = std::str::from_utf8(buf.get(..len)?).ok()?;
+        let hash = SEED.hash_one(text);
         Some(Key {
-            text: text.into(),
+            text: Arc::from(text),
             hash,
         })
     }

@@ -28,6 +28,7 @@ mod report_wrk;
 mod run;
 mod sink;
 mod targets;
+mod targets_paths;
 mod telemetry;
 mod tls;
 mod upstream;
@@ -162,6 +163,15 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("upstream: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(w) = args.windows(2).find(|w| w[0] == "--report") {
+        return match report::reprint(std::path::Path::new(&w[1])) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("proxy bench: {err:#}");
                 ExitCode::FAILURE
             }
         };

@@ -756,6 +756,14 @@ fn compare(prev: &Value, now: &Value) -> String {
     t
 }
 
+/// A saved run (`proxy-*.json`) judged again by the current targets, its table printed; nothing
+/// is written.
+pub(crate) fn reprint(file: &Path) -> anyhow::Result<()> {
+    let r: Value = serde_json::from_slice(&std::fs::read(file)?)?;
+    println!("{}", table(&r, &checks(&r)));
+    Ok(())
+}
+
 /// Prints the table (and the change since the last run), saves the run.
 pub(crate) fn finish(plan: &Plan, mut r: Value) -> anyhow::Result<()> {
     let checks = checks(&r);

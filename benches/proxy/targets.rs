@@ -30,7 +30,7 @@ pub(crate) struct Check {
     pub(crate) met: Option<bool>,
 }
 
-fn check(what: impl Into<String>, figures: String, met: Option<bool>) -> Check {
+pub(crate) fn check(what: impl Into<String>, figures: String, met: Option<bool>) -> Check {
     Check {
         what: what.into(),
         figures,
@@ -142,6 +142,7 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
     inspector(r, &mut out);
     limits(r, &mut out);
     keys(r, &mut out);
+    crate::targets_paths::paths(r, &mut out);
     out
 }
 

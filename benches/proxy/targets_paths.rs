@@ -1,0 +1,121 @@
+//! The paths part's targets: strata at or below nginx on every path, and strata's work above
+//! the layer-4 floor (HAProxy in TCP mode) at most half of nginx's.
+
+use serde_json::{Map, Value};
+
+use crate::report::num;
+use crate::targets::{Check, check};
+
+/// strata's CPU per call above the floor, at most this share of nginx's above it.
+pub(crate) const FLOOR_SHARE: f64 = 0.5;
+/// Added p50 at 1 agent, at most the floor's plus this (µs).
+pub(crate) const FLOOR_P50_SLACK_US: f64 = 5.0;
+
+/// One row's figures: CPU per 10,000 calls, added p50 and p99 over direct.
+struct Figures {
+    cpu: f64,
+    p50: f64,
+    p99: f64,
+}
+
+impl Figures {
+    /// Where these figures (strata's) are above nginx's, one line each, with the second strata
+    /// process's figure beside where one ran.
+    fn above(&self, name: &str, nginx: &Figures, again: Option<&Figures>, out: &mut Vec<String>) {
+        let note = |a: Option<String>| a.map_or(String::new(), |a| format!(" (again {a})"));
+        if self.cpu > nginx.cpu {
+            let a = note(again.map(|a| format!("x{:.2}", a.cpu / nginx.cpu)));
+            out.push(format!("{name} cpu x{:.2}{a}", self.cpu / nginx.cpu));
+        }
+        for (what, s, n, a) in [
+            ("+p50", self.p50, nginx.p50, again.map(|a| a.p50)),
+            ("+p99", self.p99, nginx.p99, again.map(|a| a.p99)),
+        ] {
+            if s > n {
+                let a = note(a.map(|a| format!("{a:.0}")));
+                out.push(format!("{name} {what} {s:.0} vs {n:.0} us{a}"));
+            }
+        }
+    }
+
+    fn of(load: &Value, target: &str) -> Option<Figures> {
+        let t = |k: &str| num(load, &format!("/targets/{target}/{k}"));
+        let d = |k: &str| num(load, &format!("/targets/direct/{k}"));
+        Some(Figures {
+            cpu: t("cpu_s_per_10k")?,
+            p50: t("p50_us")? - d("p50_us")?,
+            p99: t("p99_us")? - d("p99_us")?,
+        })
+    }
+}
+
+pub(crate) fn paths(r: &Value, out: &mut Vec<Check>) {
+    // Row names hold `/` (`tools/list 4m`): walked as a map, not by pointer.
+    let Some(load) = r.pointer("/paths/load").and_then(Value::as_object) else {
+        out.push(check("paths: strata <= nginx", "n/a".into(), None));
+        out.push(check("paths: close to the floor", "n/a".into(), None));
+        return;
+    };
+    at_most_nginx(load, out);
+    floor(load, out);
+}
+
+/// Every row where both ran: strata's CPU per call, added p50 and added p99 at most nginx's.
+/// A miss names the row, and the second strata process's figure where one ran (`base`).
+fn at_most_nginx(load: &Map<String, Value>, out: &mut Vec<Check>) {
+    let mut rows = 0;
+    let mut misses = Vec::new();
+    for (name, row) in load {
+        let (Some(s), Some(n)) = (Figures::of(row, "strata"), Figures::of(row, "nginx")) else {
+            continue;
+        };
+        rows += 1;
+        let again = Figures::of(row, "base");
+        s.above(
+            name.trim_start_matches("paths "),
+            &n,
+            again.as_ref(),
+            &mut misses,
+        );
+    }
+    let figures = if misses.is_empty() {
+        format!("{rows} rows, none above")
+    } else {
+        format!("{rows} rows; above: {}", misses.join("; "))
+    };
+    out.push(check(
+        "paths: strata <= nginx in CPU, +p50, +p99",
+        figures,
+        (rows > 0).then_some(misses.is_empty()),
+    ));
+}
+
+/// The fixed JSON and SSE paths at 1 and 64 agents: strata's CPU per call above HAProxy's at
+/// most [`FLOOR_SHARE`] of nginx's above it (compared as differences, so a row where nginx is
+/// at the floor asks strata to be there too), and at 1 agent its added p50 at most the
+/// floor's plus [`FLOOR_P50_SLACK_US`].
+fn floor(load: &Map<String, Value>, out: &mut Vec<Check>) {
+    for kind in ["json", "sse"] {
+        for agents in [1, 64] {
+            let row = load.get(&format!("paths {kind} c={agents}"));
+            let f = |t| row.and_then(|row| Figures::of(row, t));
+            let what = format!("paths {kind} c={agents}: close to the layer-4 floor");
+            let (Some(s), Some(n), Some(h)) = (f("strata"), f("nginx"), f("haproxy")) else {
+                out.push(check(what, "n/a".into(), None));
+                continue;
+            };
+            let (above, nginx_above) = (s.cpu - h.cpu, n.cpu - h.cpu);
+            let cpu_met = above <= FLOOR_SHARE * nginx_above;
+            let p50_met = agents > 1 || s.p50 <= h.p50 + FLOOR_P50_SLACK_US;
+            out.push(check(
+                what,
+                format!(
+                    "CPU above the floor strata {above:.3}, nginx {nginx_above:.3} s/10k \
+                     (at most x{FLOOR_SHARE}); +p50 strata {:.1}, floor {:.1} us",
+                    s.p50, h.p50
+                ),
+                Some(cpu_met && p50_met),
+            ));
+        }
+    }
+}

@@ -200,9 +200,8 @@ impl HeadFields {
 
     /// The first value of a listed name, as text (`None` when it is not visible ASCII).
     pub(crate) fn get_str(&self, name: Known) -> Option<&str> {
-        // `HeaderValue::to_str`'s rule: visible ASCII and tabs.
         self.get(name)
-            .filter(|v| v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b)))
+            .filter(|v| visible(v))
             .and_then(|v| std::str::from_utf8(v).ok())
     }
 
@@ -323,6 +322,14 @@ fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let from = out.len();
     line(out, name, value);
     out[from..from + name.len()].make_ascii_lowercase();
+}
+
+/// `HeaderValue::to_str`'s rule: visible ASCII and tabs. Every byte is checked, without
+/// stopping at the first that fails, so the loop runs in vector registers.
+fn visible(value: &[u8]) -> bool {
+    value.iter().fold(true, |ok, &b| {
+        ok & ((b == b'\t') | (0x20..0x7f).contains(&b))
+    })
 }
 
 #[cfg(test)]

@@ -170,3 +170,23 @@ fn a_repeated_host_is_seen_either_way() {
     assert!(Headers::Map(&map).repeats(Known::Host));
     assert!(!Headers::Own(&read(HEADS[0])).repeats(Known::Host));
 }
+
+#[test]
+fn visible_agrees_with_the_maps_text_rule_at_every_byte_and_place() {
+    // The oracle: `http`'s own `HeaderValue::to_str` (a value it refuses is no text either).
+    let oracle = |v: &[u8]| HeaderValue::from_bytes(v).is_ok_and(|h| h.to_str().is_ok());
+    for byte in 0..=u8::MAX {
+        for len in [1, 7, 16, 31, 33, 64, 100] {
+            for at in [0, len / 2, len - 1] {
+                let mut value = vec![b'a'; len];
+                value[at] = byte;
+                assert_eq!(
+                    visible(&value),
+                    oracle(&value),
+                    "{byte:#x} at {at} of {len}"
+                );
+            }
+        }
+    }
+    assert!(visible(b""));
+}

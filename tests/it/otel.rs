@@ -71,7 +71,8 @@ fn expected(s: &Scenario) -> Outcome {
     Outcome::from_label(s.expected_outcome).unwrap()
 }
 
-/// The `error.type` the README's table gives an outcome (`status`: the agent's HTTP status).
+/// The `error.type` docs/opentelemetry.md's table gives an outcome (`status`: the agent's HTTP
+/// status).
 fn error_type(outcome: Outcome, status: u16, code: Option<i64>) -> Option<String> {
     use Outcome::*;
     match outcome {

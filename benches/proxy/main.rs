@@ -159,32 +159,27 @@ fn main() -> ExitCode {
         .windows(2)
         .any(|w| w[0] == "--role" && w[1] == "upstream")
     {
-        return match upstream::run(args.iter().any(|a| a == "--tls")) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("upstream: {err:#}");
-                ExitCode::FAILURE
-            }
-        };
+        return exit("upstream", upstream::run(args.iter().any(|a| a == "--tls")));
     }
     if let Some(w) = args.windows(2).find(|w| w[0] == "--report") {
-        return match report::reprint(std::path::Path::new(&w[1])) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("proxy bench: {err:#}");
-                ExitCode::FAILURE
-            }
-        };
+        return exit("proxy bench", report::reprint(std::path::Path::new(&w[1])));
     }
     if !args.iter().any(|a| a == "--bench") {
         println!("proxy bench: skipped outside `cargo bench` (run `bash bench/proxy.sh`)");
         return ExitCode::SUCCESS;
     }
-    let result = Plan::parse(&args).and_then(|plan| run::run(&plan));
+    exit(
+        "proxy bench",
+        Plan::parse(&args).and_then(|plan| run::run(&plan)),
+    )
+}
+
+/// The process's exit: success, or the error's chain printed after `who`.
+fn exit(who: &str, result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("proxy bench: {err:#}");
+            eprintln!("{who}: {err:#}");
             ExitCode::FAILURE
         }
     }

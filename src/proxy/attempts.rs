@@ -184,6 +184,9 @@ impl Proxy {
                 Step::Answer((outcome, upstream_fields))
             }
             Next::Retry { wait, reason } => {
+                if let Ok(response) = outcome {
+                    response.into_body().discard();
+                }
                 call.count(&self.ctx().metrics, |h| h.retry(reason));
                 call.attempt_failed(failure, Some(reason), None);
                 call.retried(failure.status());

@@ -194,6 +194,18 @@ pub enum FromUpstream {
     Pooled(Incoming),
 }
 
+impl FromUpstream {
+    /// A response the retry policy passes over: what of its body has arrived is read past, so
+    /// that a connection of strata's own serves the next attempt ([`ResponseBody::discard`]).
+    /// hyper-util's client carries only streamed request bodies, never re-sent.
+    pub(super) fn discard(self) {
+        match self {
+            FromUpstream::H1(body) => body.discard(),
+            FromUpstream::Pooled(_) => {}
+        }
+    }
+}
+
 /// The upstream's response body, cut when it stays silent past an optional idle limit (off
 /// by default: quiet SSE streams are normal). The timer runs only while strata waits for the
 /// upstream, never while a slow agent holds the stream back (the body is not polled then).

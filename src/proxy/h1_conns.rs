@@ -503,6 +503,26 @@ impl ResponseBody {
     }
 }
 
+impl ResponseBody {
+    /// A response the retry policy passes over (a 503, say): a body that is already whole in
+    /// the read buffer — a short error page arrives with its head — is read past, and the
+    /// connection goes back to the cache for the next attempt, as it would after a body the
+    /// agent took. A body still arriving is not waited for: dropped, it closes the connection,
+    /// and the retry goes out at once on another.
+    pub fn discard(mut self) {
+        while let Some(conn) = self.conn.as_mut() {
+            match self.decoder.decode(&mut conn.read) {
+                Ok(Decoded::End) => return self.finish(),
+                Ok(Decoded::Data(_) | Decoded::Trailers(_)) if self.decoder.is_done() => {
+                    return self.finish();
+                }
+                Ok(Decoded::Data(_) | Decoded::Trailers(_)) => {}
+                Ok(Decoded::More) | Err(_) => return,
+            }
+        }
+    }
+}
+
 impl Body for ResponseBody {
     type Data = Bytes;
     type Error = BodyError;

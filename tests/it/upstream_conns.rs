@@ -1,6 +1,6 @@
 //! Connections to a plain-HTTP upstream (`src/proxy/h1_conns.rs`): reused across calls and
-//! across agent connections, one per call in flight, and never reused after a broken
-//! response.
+//! across agent connections, one per call in flight, by a retry after a 503 whose body came
+//! whole, and never reused after a broken response.
 #![cfg(test)]
 
 use crate::support;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use strata::testbed::client::{McpClient, Transport};
 
 use strata::app::Running;
-use strata::config::Workers;
+use strata::config::{Glob, ToolRule, Workers};
 use support::LIMIT;
 use support::raw::{healthy_body, setup};
 use tokio::task::JoinSet;
@@ -112,4 +112,51 @@ async fn a_broken_response_does_not_give_its_connection_back() {
     }
     // The first connection carried the reset; one new connection served the rest.
     assert_eq!(upstream.connections(), 2);
+}
+
+/// strata with one worker, every tool idempotent (so a 503 is retried), before a raw upstream.
+async fn setup_retrying() -> (support::raw::RawUpstream, Running) {
+    setup(|c| {
+        c.workers = Workers::Count(1);
+        c.policy.tools = vec![ToolRule {
+            tool: Some(Glob::new("*")),
+            method: None,
+            idempotent: true,
+        }];
+    })
+    .await
+}
+
+/// Each call's first attempt is answered 503 with a short body in the head's write (by length,
+/// then chunked): the body is read past and the retry goes out on the same connection, so five
+/// retried calls use one.
+#[tokio::test]
+async fn a_retry_after_a_503_reuses_its_connection() {
+    for tool in ["busy_whole", "busy_chunked"] {
+        let (upstream, strata) = setup_retrying().await;
+        let one = agent(&strata, Http1);
+        for _ in 0..5 {
+            let reply = one.call_tool(tool, json!({})).await.unwrap();
+            assert_eq!(reply.status, StatusCode::OK, "{tool}");
+            assert_eq!(reply.headers["strata-attempts"], "2", "{tool}");
+            assert_eq!(reply.body, healthy_body(&reply.id).as_bytes(), "{tool}");
+        }
+        assert_eq!(upstream.requests_of(tool), 10, "{tool}");
+        assert_eq!(upstream.connections(), 1, "{tool}");
+    }
+}
+
+/// A 503 whose body comes after its head is not waited for: its connection closes and the
+/// retry goes out on a new one, which the next call's first attempt then reuses.
+#[tokio::test]
+async fn a_503_whose_body_is_still_arriving_closes_its_connection() {
+    let (upstream, strata) = setup_retrying().await;
+    let one = agent(&strata, Http1);
+    for _ in 0..3 {
+        let reply = one.call_tool("busy_body_apart", json!({})).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.headers["strata-attempts"], "2");
+    }
+    assert_eq!(upstream.requests_of("busy_body_apart"), 6);
+    assert_eq!(upstream.connections(), 4);
 }

@@ -43,6 +43,21 @@ pub enum Act {
     NeverAnswer,
     /// Answers with bytes that are not HTTP, then closes.
     Garbage,
+    /// The tool's odd-numbered requests: 503 with `Retry-After: 0` and a short body, keeping
+    /// the connection; its even-numbered ones: [`Act::Healthy`]. A retried call succeeds on
+    /// its second attempt.
+    BusyEveryOther(Busy),
+}
+
+/// How [`Act::BusyEveryOther`]'s 503 comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Busy {
+    /// `Content-Length`, the body in the head's write.
+    Whole,
+    /// Chunked, the body and its last chunk in the head's write.
+    Chunked,
+    /// `Content-Length`, the body 5 ms after the head.
+    BodyApart,
 }
 
 /// The fault matrix's catalogue: the act each tool name asks for; any other is healthy.
@@ -55,6 +70,9 @@ pub fn by_tool(tool: &str) -> Act {
         "never" => Act::NeverAnswer,
         "garbage" => Act::Garbage,
         "then_close" => Act::AnswerThenClose,
+        "busy_whole" => Act::BusyEveryOther(Busy::Whole),
+        "busy_chunked" => Act::BusyEveryOther(Busy::Chunked),
+        "busy_body_apart" => Act::BusyEveryOther(Busy::BodyApart),
         _ => Act::Healthy,
     }
 }
@@ -153,7 +171,11 @@ async fn serve(
             true => "GET".to_owned(),
             false => call["params"]["name"].as_str().unwrap_or("").to_owned(),
         };
-        requests.lock().unwrap().push(tool.clone());
+        let seen = {
+            let mut requests = requests.lock().unwrap();
+            requests.push(tool.clone());
+            requests.iter().filter(|t| **t == tool).count()
+        };
         let id = call["id"].clone();
         let event = json!({"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": 1, "progress": 1}});
@@ -161,7 +183,28 @@ async fn serve(
                         transfer-encoding: chunked\r\n\r\n";
         let sse_event = chunk(&format!("event: message\ndata: {event}\n\n"));
         match act(&tool) {
-            Act::Healthy | Act::AnswerThenClose => {
+            Act::BusyEveryOther(busy) if seen % 2 == 1 => {
+                let head = "HTTP/1.1 503 Service Unavailable\r\nretry-after: 0\r\n\
+                            content-type: text/plain\r\n";
+                let answer = match busy {
+                    Busy::Chunked => {
+                        format!("{head}transfer-encoding: chunked\r\n\r\n5\r\nbusy\n\r\n0\r\n\r\n")
+                    }
+                    Busy::Whole | Busy::BodyApart => {
+                        format!("{head}content-length: 5\r\n\r\nbusy\n")
+                    }
+                };
+                let cut = match busy {
+                    Busy::BodyApart => answer.len() - 5,
+                    Busy::Whole | Busy::Chunked => answer.len(),
+                };
+                stream.write_all(&answer.as_bytes()[..cut]).await?;
+                if cut < answer.len() {
+                    sleep(Duration::from_millis(5)).await;
+                    stream.write_all(&answer.as_bytes()[cut..]).await?;
+                }
+            }
+            Act::Healthy | Act::AnswerThenClose | Act::BusyEveryOther(_) => {
                 let body = healthy_body(&id);
                 let head = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",

@@ -503,12 +503,42 @@ fn children(pid: u32) -> Vec<u32> {
 
 /// User + system CPU time of the processes, in clock ticks.
 pub(crate) fn cpu_ticks(pids: &[u32]) -> u64 {
+    let (user, system) = user_system_ticks(pids);
+    user + system
+}
+
+/// User and system CPU time of the processes apart, in clock ticks.
+pub(crate) fn user_system_ticks(pids: &[u32]) -> (u64, u64) {
     pids.iter()
         .filter_map(|&pid| {
             let f = stat_fields(pid)?;
             // Fields 14 and 15 of stat(5); the list starts at field 3 (state).
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+            Some((
+                f.get(11)?.parse::<u64>().ok()?,
+                f.get(12)?.parse::<u64>().ok()?,
+            ))
         })
+        .fold((0, 0), |(u, s), (a, b)| (u + a, s + b))
+}
+
+/// Context switches, voluntary and not, of every thread of the processes (proc(5):
+/// `/proc/PID/task/TID/status`; a process's own `status` counts its first thread only).
+pub(crate) fn context_switches(pids: &[u32]) -> u64 {
+    let thread = |status: String| -> u64 {
+        status
+            .lines()
+            .filter(|l| {
+                l.starts_with("voluntary_ctxt_switches:")
+                    || l.starts_with("nonvoluntary_ctxt_switches:")
+            })
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum()
+    };
+    pids.iter()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/task")).ok())
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .map(thread)
         .sum()
 }
 

@@ -1,12 +1,13 @@
-//! The wrk part's table: per agent count, each generator's figures for every target side by
-//! side, and whether the two agree in direction on strata against nginx.
+//! The wrk part's tables: per agent count, each generator's figures for every target side by
+//! side, and whether the two agree in direction on strata against nginx; then where a call's
+//! CPU goes under wrk, and how much of it is above the layer-4 floor.
 
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
 use crate::report::{minus, num, ratio};
-use crate::targets::{f0, f1, f2};
+use crate::targets::{f0, f1, f2, f3};
 
 pub(crate) fn table(t: &mut String, r: &Value) {
     let _ = writeln!(
@@ -40,11 +41,53 @@ pub(crate) fn table(t: &mut String, r: &Value) {
             word("wrk", 1),
         );
     }
+    split(t, load);
+}
+
+/// Per agent count under wrk: each proxy's user and kernel time, syscalls and context switches
+/// a call, and for strata and nginx what lies above HAProxy's (the layer-4 floor).
+fn split(t: &mut String, load: &serde_json::Map<String, Value>) {
+    t.push_str(
+        "\nWhere a call's CPU goes under wrk (a call: user and kernel us, syscalls, context \
+         switches; above the floor: minus HAProxy's)\n\
+         load               via       user us kernel us  syscalls  switches | above floor: user us kernel us\n",
+    );
+    for (name, s) in load {
+        let s = &s["wrk"];
+        let v = |x: &str, k: &str| num(s, &format!("/targets/{x}/{k}"));
+        for (i, x) in ["nginx", "strata", "haproxy"].into_iter().enumerate() {
+            if s.pointer(&format!("/targets/{x}")).is_none() {
+                continue;
+            }
+            let above = |k: &str| match x {
+                "haproxy" => None,
+                _ => v(x, k).zip(v("haproxy", k)).map(|(a, b)| a - b),
+            };
+            let _ = writeln!(
+                t,
+                "{:<18} {:<7} {:>9} {:>9} {:>9} {:>9} | {:>20} {:>9}",
+                if i == 0 { name.as_str() } else { "" },
+                x,
+                f2(v(x, "user_us")),
+                f2(v(x, "system_us")),
+                f2(v(x, "syscalls")),
+                f3(v(x, "switches")),
+                above("user_us").map_or("-".into(), |a| f2(Some(a))),
+                above("system_us").map_or("-".into(), |a| f2(Some(a))),
+            );
+        }
+    }
 }
 
 fn rows(t: &mut String, name: &str, by: &str, s: &Value) {
     let v = |x: &str, k: &str| num(s, &format!("/targets/{x}/{k}"));
-    for (i, x) in ["direct", "nginx", "strata"].into_iter().enumerate() {
+    for (i, x) in ["direct", "nginx", "strata", "haproxy"]
+        .into_iter()
+        .enumerate()
+    {
+        if s.pointer(&format!("/targets/{x}")).is_none() {
+            continue;
+        }
         let proxied = x != "direct";
         let added = proxied.then(|| minus(s, x, "direct", "p50_us")).flatten();
         let cpu_nginx = (x == "strata")

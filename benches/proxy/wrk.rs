@@ -10,6 +10,11 @@
 //! strata's CPU per call and added p50 below, level with (within [`LEVEL`]: no direction, the
 //! noise of one run) or above nginx's; they disagree when one puts strata below and the other
 //! above (the check is in `targets.rs`).
+//!
+//! What it shows besides: where a call's CPU goes under wrk, for strata, nginx and HAProxy in
+//! TCP mode (the layer-4 floor, when installed) — user and kernel time, context switches, and
+//! syscalls (`perf stat`, in a round of its own) a call — so the part of a call above the
+//! floor is told apart into the proxy's own work and the kernel's.
 
 use std::path::Path;
 use std::process::Command;
@@ -43,7 +48,13 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
         pids: Vec::new(),
         admin: None,
     };
-    let targets = [direct, nginx, strata];
+    let mut targets = vec![direct, nginx, strata];
+    let mut procs = vec![nginx_proc, strata_proc];
+    if plan.haproxy.exists() {
+        let (haproxy_proc, haproxy) = procs::haproxy_plain(&plan.haproxy, &dir, up)?;
+        targets.push(haproxy);
+        procs.push(haproxy_proc);
+    }
     std::thread::sleep(Duration::from_millis(500));
     let mut loads = Map::new();
     for agents in [1, 64] {
@@ -56,7 +67,7 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
             json!({ "harness": harness, "wrk": wrk, "sides": sides }),
         );
     }
-    drop((strata_proc, nginx_proc));
+    drop(procs);
     Ok(json!({ "wrk": version, "load": loads }))
 }
 
@@ -133,6 +144,11 @@ fn load(
     for (t, rs) in targets.iter().zip(&rounds) {
         let pick = |f: &dyn Fn(&Round) -> f64| median(rs.iter().map(f).collect());
         let cpu = |r: &Round| r.cpu_ticks as f64 / ticks_per_s as f64 * 1e4 / r.calls.max(1.0);
+        let user = |r: &Round| r.user_ticks as f64 / ticks_per_s as f64 * 1e6 / r.calls.max(1.0);
+        let system = |r: &Round| {
+            (r.cpu_ticks - r.user_ticks) as f64 / ticks_per_s as f64 * 1e6 / r.calls.max(1.0)
+        };
+        let metered = !t.pids.is_empty();
         out.insert(
             t.name.into(),
             json!({
@@ -141,7 +157,11 @@ fn load(
                 "rps": pick(&|r| r.rps),
                 "calls": rs.iter().map(|r| r.calls).sum::<f64>(),
                 "errors": rs.iter().map(|r| r.errors).sum::<u64>(),
-                "cpu_s_per_10k": (!t.pids.is_empty()).then(|| pick(&cpu)),
+                "cpu_s_per_10k": metered.then(|| pick(&cpu)),
+                "user_us": metered.then(|| pick(&user)),
+                "system_us": metered.then(|| pick(&system)),
+                "switches": metered.then(|| pick(&|r| r.switches as f64 / r.calls.max(1.0))),
+                "syscalls": syscalls(plan, t, script, agents, secs),
             }),
         );
     }
@@ -164,6 +184,10 @@ struct Round {
     calls: f64,
     errors: u64,
     cpu_ticks: u64,
+    /// The user part of `cpu_ticks`.
+    user_ticks: u64,
+    /// Context switches of the target's threads.
+    switches: u64,
 }
 
 fn round(
@@ -173,7 +197,10 @@ fn round(
     agents: usize,
     secs: u64,
 ) -> anyhow::Result<Round> {
-    let before = procs::cpu_ticks(&t.pids);
+    let before = (
+        procs::user_system_ticks(&t.pids),
+        procs::context_switches(&t.pids),
+    );
     let out = Command::new(&plan.wrk)
         .args(["-t1", &format!("-c{agents}"), &format!("-d{secs}s")])
         .args(["--timeout", "10s", "--latency", "-s"])
@@ -181,22 +208,65 @@ fn round(
         .arg(format!("http://{}/json", t.addr))
         .output()
         .with_context(|| format!("running {}", plan.wrk.display()))?;
-    let cpu_ticks = procs::cpu_ticks(&t.pids).saturating_sub(before);
+    let ((user, system), switches) = (
+        procs::user_system_ticks(&t.pids),
+        procs::context_switches(&t.pids),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(out.status.success(), "wrk via {}: {text}", t.name);
-    parse(&text, cpu_ticks).with_context(|| format!("wrk via {} printed: {text}", t.name))
+    let mut round = parse(&text).with_context(|| format!("wrk via {} printed: {text}", t.name))?;
+    round.user_ticks = user.saturating_sub(before.0.0);
+    round.cpu_ticks = round.user_ticks + system.saturating_sub(before.0.1);
+    round.switches = switches.saturating_sub(before.1);
+    Ok(round)
+}
+
+/// Syscalls a call through `t`: one more wrk run, `perf stat` counting the
+/// `raw_syscalls:sys_enter` tracepoint in `t`'s processes for as long (a count per syscall,
+/// so kept out of the rounds whose CPU is compared). `None` for direct, or without a `perf`
+/// that can count it.
+fn syscalls(plan: &Plan, t: &Target, script: &Path, agents: usize, secs: u64) -> Option<f64> {
+    if t.pids.is_empty() {
+        return None;
+    }
+    let pids: Vec<String> = t.pids.iter().map(u32::to_string).collect();
+    let perf = Command::new("perf")
+        .args([
+            "stat",
+            "-x,",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-p",
+            &pids.join(","),
+        ])
+        .args(["--", "sleep", &secs.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let calls = round(plan, t, script, agents, secs).ok()?.calls;
+    let out = perf.wait_with_output().ok()?;
+    // `-x,`: `COUNT,UNIT,EVENT,…`.
+    let text = String::from_utf8_lossy(&out.stderr);
+    let line = text
+        .lines()
+        .find(|l| l.contains("raw_syscalls:sys_enter"))?;
+    let count: f64 = line.split(',').next()?.trim().parse().ok()?;
+    Some(count / calls.max(1.0))
 }
 
 /// Reads wrk's report: the `--latency` distribution's 50 % and 99 %, the requests done, the
-/// non-2xx answers and socket errors, requests per second.
-fn parse(text: &str, cpu_ticks: u64) -> anyhow::Result<Round> {
+/// non-2xx answers and socket errors, requests per second (the CPU is the caller's to fill).
+fn parse(text: &str) -> anyhow::Result<Round> {
     let mut round = Round {
         p50_us: f64::NAN,
         p99_us: f64::NAN,
         rps: f64::NAN,
         calls: f64::NAN,
         errors: 0,
-        cpu_ticks,
+        cpu_ticks: 0,
+        user_ticks: 0,
+        switches: 0,
     };
     for line in text.lines().map(str::trim) {
         let words: Vec<&str> = line.split_whitespace().collect();

@@ -32,7 +32,7 @@ pub(crate) fn table(t: &mut String, r: &Value) {
         };
         let _ = writeln!(
             t,
-            "{:<18} strata against nginx (level: within 5 %), harness / wrk: CPU per call {} / {}, \
+            "{:<18} strata against nginx (level: within 5 %, or not so in 4 of 5 rounds), harness / wrk: CPU per call {} / {}, \
              added p50 {} / {}",
             "",
             word("harness", 0),

@@ -286,7 +286,8 @@ fn keys(r: &Value, out: &mut Vec<Check>) {
 
 /// The wrk part: wrk and the harness's own generator do not put strata on opposite sides of
 /// nginx (one below, the other above), in CPU per call or in added p50, at each agent count.
-/// Level (within 5 %) is the noise of one run and says no direction.
+/// Level (within 5 %, or not borne out by 4 of 5 paired rounds: `wrk.rs`) is the noise of one
+/// run and says no direction.
 fn wrk(r: &Value, out: &mut Vec<Check>) {
     let Some(load) = r.pointer("/wrk/load").and_then(Value::as_object) else {
         out.push(check(

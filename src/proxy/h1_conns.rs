@@ -501,9 +501,7 @@ impl ResponseBody {
             self.home.checkin(conn);
         }
     }
-}
 
-impl ResponseBody {
     /// A response the retry policy passes over (a 503, say): a body that is already whole in
     /// the read buffer — a short error page arrives with its head — is read past, and the
     /// connection goes back to the cache for the next attempt, as it would after a body the

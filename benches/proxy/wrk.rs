@@ -185,6 +185,8 @@ fn load(
             (r.cpu_ticks - r.user_ticks) as f64 / ticks_per_s as f64 * 1e6 / r.calls.max(1.0)
         };
         let metered = !t.pids.is_empty();
+        // One more wrk run through `t`, counted by `perf` (none for direct).
+        let syscalls = syscalls(plan, t, script, agents, secs);
         out.insert(
             t.name.into(),
             json!({
@@ -197,7 +199,7 @@ fn load(
                 "user_us": metered.then(|| pick(&user)),
                 "system_us": metered.then(|| pick(&system)),
                 "switches": metered.then(|| pick(&|r| r.switches as f64 / r.calls.max(1.0))),
-                "syscalls": syscalls(plan, t, script, agents, secs),
+                "syscalls": syscalls,
                 "rounds": rs.iter().map(|r| json!({
                     "calls": r.calls,
                     "cpu_s": r.cpu_ticks as f64 / ticks_per_s as f64,

@@ -186,16 +186,18 @@ async fn serve(
             Act::BusyEveryOther(busy) if seen % 2 == 1 => {
                 let head = "HTTP/1.1 503 Service Unavailable\r\nretry-after: 0\r\n\
                             content-type: text/plain\r\n";
+                let body = "busy\n";
                 let answer = match busy {
-                    Busy::Chunked => {
-                        format!("{head}transfer-encoding: chunked\r\n\r\n5\r\nbusy\n\r\n0\r\n\r\n")
-                    }
+                    Busy::Chunked => format!(
+                        "{head}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
+                        chunk(body)
+                    ),
                     Busy::Whole | Busy::BodyApart => {
-                        format!("{head}content-length: 5\r\n\r\nbusy\n")
+                        format!("{head}content-length: {}\r\n\r\n{body}", body.len())
                     }
                 };
                 let cut = match busy {
-                    Busy::BodyApart => answer.len() - 5,
+                    Busy::BodyApart => answer.len() - body.len(),
                     Busy::Whole | Busy::Chunked => answer.len(),
                 };
                 stream.write_all(&answer.as_bytes()[..cut]).await?;

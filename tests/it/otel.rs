@@ -24,7 +24,7 @@ use strata::config::{
 use strata::log::CapturedLogs;
 use strata::testbed::client::{McpClient, SseReader, Transport};
 use strata::testbed::{SCENARIOS, Scenario, Testbed};
-use support::otlp::{Attr, Mode, OtlpReceiver, ReceivedSpan};
+use support::otlp::{Attr, Mode, OtlpReceiver, ReceivedSpan, TOKEN_HEADER};
 use support::post::Agent;
 use support::upstream::{ScriptedUpstream, full, respond};
 use support::{CallKey, LIMIT, Stack, just};
@@ -45,7 +45,10 @@ pub fn export_to(rx: &OtlpReceiver, protocol: OtlpProtocol) -> TelemetryConfig {
         protocol,
         traces_endpoint: Some(traces),
         metrics_endpoint: Some(metrics),
-        headers: vec![("x-team".into(), "mcp".into())],
+        headers: vec![
+            ("x-team".into(), "mcp".into()),
+            (TOKEN_HEADER.into(), rx.token().into()),
+        ],
         timeout: Duration::from_secs(2),
         ca_file: None,
         sampler: SamplerConfig::default(),
@@ -1200,7 +1203,12 @@ async fn stop_flushes_the_spans_a_long_schedule_delay_holds() {
     }
     assert_eq!(stack.delta_after(&before, 3).await.values().sum::<u64>(), 3);
     sleep(SETTLE).await;
-    assert_eq!(rx.requests(), 0, "nothing is sent on its own before 60 s");
+    assert_eq!(
+        rx.requests(),
+        0,
+        "nothing is sent on its own before 60 s: {:?}",
+        rx.last_headers()
+    );
 
     let strata = stack.strata;
     // `support::strata`'s drain is 500 ms; the flush gets at least 1 s. Generous on top.

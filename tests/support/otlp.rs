@@ -8,7 +8,8 @@
 //! A [`Mode`] shared with the server decides the answer: accept (store what was decoded, answer
 //! the empty `Export*ServiceResponse`), stall (hold the request unanswered until the receiver is
 //! dropped) or fail (HTTP 503, gRPC `UNAVAILABLE`). Every request is counted and its headers
-//! kept whatever the mode; only accepted requests are stored. Dropping the receiver stops the
+//! kept whatever the mode, except one carrying another receiver's [`TOKEN_HEADER`]; only
+//! accepted requests are stored. Dropping the receiver stops the
 //! server, its connections and every stalled request.
 
 use std::collections::BTreeMap;
@@ -49,6 +50,15 @@ use tokio::time::{Instant, sleep};
 
 /// The protobuf media type of OTLP/HTTP.
 const PROTOBUF: &str = "application/x-protobuf";
+
+/// The header naming the receiver an exporter was pointed at ([`OtlpReceiver::token`]). A
+/// request carrying another receiver's token reached this one by a reused loopback port (an
+/// exporter of a test that has ended, flushing): it is answered 404 and neither counted nor
+/// stored.
+pub const TOKEN_HEADER: &str = "x-otlp-receiver";
+
+/// Tokens already given out in this process.
+static TOKENS: AtomicUsize = AtomicUsize::new(0);
 
 /// How often the `wait_*` methods look again.
 const POLL: Duration = Duration::from_millis(20);
@@ -225,6 +235,8 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
 struct State {
     mode: AtomicU8,
     requests: AtomicUsize,
+    /// This receiver's [`TOKEN_HEADER`] value.
+    token: String,
     last_headers: Mutex<Vec<(String, String)>>,
     spans: Mutex<Vec<ReceivedSpan>>,
     metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
@@ -233,11 +245,17 @@ struct State {
 }
 
 impl State {
-    /// Counts the request and keeps its headers; gives the mode to answer in.
-    fn arrived(&self, headers: &HeaderMap) -> Mode {
+    /// Counts the request and keeps its headers; gives the mode to answer in, or `None` for a
+    /// request meant for another receiver.
+    fn arrived(&self, headers: &HeaderMap) -> Option<Mode> {
+        let token = headers.get(TOKEN_HEADER).map(|v| v.as_bytes());
+        if token.is_some_and(|t| t != self.token.as_bytes()) {
+            eprintln!("otlp receiver: a request for another receiver: {headers:?}");
+            return None;
+        }
         self.requests.fetch_add(1, Ordering::SeqCst);
         *self.last_headers.lock().unwrap() = header_pairs(headers);
-        Mode::from_u8(self.mode.load(Ordering::SeqCst))
+        Some(Mode::from_u8(self.mode.load(Ordering::SeqCst)))
     }
 
     /// Pending until the receiver is dropped.
@@ -297,6 +315,11 @@ impl OtlpReceiver {
         let state = Arc::new(State {
             mode: AtomicU8::new(Mode::Accept.as_u8()),
             requests: AtomicUsize::new(0),
+            token: format!(
+                "{}-{}",
+                std::process::id(),
+                TOKENS.fetch_add(1, Ordering::SeqCst)
+            ),
             last_headers: Mutex::new(Vec::new()),
             spans: Mutex::new(Vec::new()),
             metrics: Mutex::new(Vec::new()),
@@ -360,6 +383,12 @@ impl OtlpReceiver {
             task: task.abort_handle(),
             _dropped: dropped,
         }
+    }
+
+    /// The value an exporter sends in [`TOKEN_HEADER`] to be told apart from exporters meant
+    /// for other receivers.
+    pub fn token(&self) -> &str {
+        &self.state.token
     }
 
     /// `http://127.0.0.1:PORT`, without a path.
@@ -446,7 +475,9 @@ fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 }
 
 async fn answer_http(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>> {
-    let mode = state.arrived(request.headers());
+    let Some(mode) = state.arrived(request.headers()) else {
+        return text(StatusCode::NOT_FOUND, "another receiver's request");
+    };
     let is_traces = request.uri().path() == "/v1/traces";
     if request.method() != Method::POST || !(is_traces || request.uri().path() == "/v1/metrics") {
         return text(StatusCode::NOT_FOUND, "not an OTLP path");
@@ -503,12 +534,13 @@ impl GrpcService {
     async fn arrived<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {
         let headers = request.metadata().clone().into_headers();
         match self.0.arrived(&headers) {
-            Mode::Accept => Ok(()),
-            Mode::Stall => {
+            None => Err(tonic::Status::not_found("another receiver's request")),
+            Some(Mode::Accept) => Ok(()),
+            Some(Mode::Stall) => {
                 self.0.stall().await;
                 Err(tonic::Status::unavailable("receiver dropped"))
             }
-            Mode::Fail => Err(tonic::Status::unavailable("mode: fail")),
+            Some(Mode::Fail) => Err(tonic::Status::unavailable("mode: fail")),
         }
     }
 }

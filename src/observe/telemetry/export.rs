@@ -10,7 +10,7 @@ use std::time::Duration;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::exporters::{self, SpanSender};
 use super::meters::SharedReader;
@@ -163,6 +163,14 @@ impl Drop for ExportThread {
     }
 }
 
+/// Ticks once a `period` from now on: the first tick is one period away, not at once, so spans
+/// queued while the thread starts wait their `schedule_delay` like any others.
+fn every(period: Duration) -> Interval {
+    let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
 // === impl Pipeline ===
 
 impl Pipeline {
@@ -197,13 +205,9 @@ impl Pipeline {
     /// Sends the queued spans every `schedule_delay`, or when a batch's worth is queued;
     /// metrics every interval; both once more when told to stop.
     async fn run(mut self, mut stop: oneshot::Receiver<Instant>, full: Arc<Notify>) {
-        let mut spans_tick = tokio::time::interval(self.config.batching.schedule_delay);
-        spans_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut metrics_tick = tokio::time::interval(self.config.metrics_interval);
-        metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        metrics_tick.tick().await;
-        let mut loss_log = tokio::time::interval(LOSS_LOG_EVERY);
-        loss_log.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut spans_tick = every(self.config.batching.schedule_delay);
+        let mut metrics_tick = every(self.config.metrics_interval);
+        let mut loss_log = every(LOSS_LOG_EVERY);
         loop {
             tokio::select! {
                 deadline = &mut stop => {

@@ -20,6 +20,7 @@ mod keys;
 mod limits;
 mod load;
 mod measure;
+mod paired;
 mod paths;
 mod procs;
 mod report;

@@ -9,8 +9,8 @@
 //! What it checks: the two generators agree in direction on strata against nginx. Each puts
 //! strata's CPU per call and added p50 below, level with or above nginx's; they disagree when
 //! one puts strata below and the other above (the check is in `targets.rs`). Level is no
-//! direction: the medians within [`LEVEL`] of each other, or rounds that do not put strata on
-//! the median's side in [`CONSISTENT`] of them — the noise of one run.
+//! direction: the medians within [`LEVEL`] of each other, or paired rounds that do not bear
+//! the medians out ([`crate::paired`]) — the noise of one run.
 //!
 //! What it shows besides: where a call's CPU goes under wrk, for strata, nginx and HAProxy in
 //! TCP mode (the layer-4 floor, when installed) — user and kernel time, context switches, and
@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::Plan;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec, median};
+use crate::paired;
 use crate::procs::{self, Target};
 use crate::report::{minus, ratio};
 use crate::run::Part;
@@ -77,11 +78,6 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
 /// limits part's `none` and `again`).
 const LEVEL: f64 = 0.05;
 
-/// The share of rounds that must put strata on the medians' side for that to be a direction.
-/// Both generators interleave their targets, so round r of strata and of nginx ran back to
-/// back and are compared as a pair: 4 of 5 rounds, not a single loud one.
-const CONSISTENT: f64 = 0.8;
-
 /// Where strata stands against nginx: -1 below, 0 level (within [`LEVEL`]), 1 above.
 fn side(strata: f64, nginx: f64) -> i8 {
     if (strata - nginx).abs() <= LEVEL * nginx.abs() {
@@ -93,26 +89,9 @@ fn side(strata: f64, nginx: f64) -> i8 {
     }
 }
 
-/// `side` kept only when the paired rounds bear it out ([`CONSISTENT`]); level otherwise.
-fn borne_out(s: &Value, side: i8, figure: fn(&Value) -> Option<f64>) -> i8 {
-    let rounds = |t: &str| -> Vec<f64> {
-        s.pointer(&format!("/targets/{t}/rounds"))
-            .and_then(Value::as_array)
-            .map(|rs| rs.iter().filter_map(figure).collect())
-            .unwrap_or_default()
-    };
-    let (strata, nginx) = (rounds("strata"), rounds("nginx"));
-    let pairs = strata.len().min(nginx.len());
-    let on_side = strata
-        .iter()
-        .zip(&nginx)
-        .filter(|(a, b)| match a.partial_cmp(b) {
-            Some(std::cmp::Ordering::Less) => side == -1,
-            Some(std::cmp::Ordering::Greater) => side == 1,
-            _ => false,
-        })
-        .count();
-    match pairs > 0 && on_side as f64 >= CONSISTENT * pairs as f64 {
+/// `side` kept only when the paired rounds bear it out; level otherwise.
+fn borne_out(s: &Value, side: i8, figure: paired::Figure) -> i8 {
+    match paired::borne_out(s, side.cmp(&0), figure) {
         true => side,
         false => 0,
     }
@@ -121,14 +100,12 @@ fn borne_out(s: &Value, side: i8, figure: fn(&Value) -> Option<f64>) -> i8 {
 /// Where one generator puts strata against nginx: `[CPU per call, added p50]` (over its own
 /// direct connection), each [`side`], [`borne_out`] by the rounds.
 fn sides(s: &Value) -> Value {
-    let cpu_per_call = |r: &Value| Some(r["cpu_s"].as_f64()? / r["calls"].as_f64()?);
-    let p50 = |r: &Value| r["p50_us"].as_f64();
     let cpu = ratio(s, "strata", "nginx", "cpu_s_per_10k")
-        .map(|r| borne_out(s, side(r, 1.0), cpu_per_call));
+        .map(|r| borne_out(s, side(r, 1.0), paired::cpu_per_call));
     let added = |t: &str| minus(s, t, "direct", "p50_us");
     let p50 = added("strata")
         .zip(added("nginx"))
-        .map(|(a, b)| borne_out(s, side(a, b), p50));
+        .map(|(a, b)| borne_out(s, side(a, b), paired::p50));
     json!([cpu, p50])
 }
 

@@ -52,7 +52,8 @@ type Sent = (
     reason = "moved once per attempt, never stored: a box would be an allocation per call"
 )]
 enum Step {
-    Retry(Duration),
+    /// The wait, and the body of the answer passed over (a 503's, say).
+    Retry(Duration, Option<FromUpstream>),
     Answer(Sent),
 }
 
@@ -140,10 +141,8 @@ impl Proxy {
                 plan = Some(decided);
                 let replayable = outgoing.replay.is_some();
                 match self.next_step(call, sent, decided, replayable, upstream_fields) {
-                    // A zero wait (`Retry-After: 0`) re-sends at once: a timer rounds its
-                    // deadline up to the next millisecond tick.
-                    Step::Retry(wait) if wait.is_zero() => {}
-                    Step::Retry(wait) => tokio::time::sleep(wait).await,
+                    // Boxed: a rare path, kept out of the future every call moves.
+                    Step::Retry(wait, passed_over) => Box::pin(wait_out(wait, passed_over)).await,
                     Step::Answer(sent) => return sent,
                 }
             }
@@ -184,13 +183,10 @@ impl Proxy {
                 Step::Answer((outcome, upstream_fields))
             }
             Next::Retry { wait, reason } => {
-                if let Ok(response) = outcome {
-                    response.into_body().discard();
-                }
                 call.count(&self.ctx().metrics, |h| h.retry(reason));
                 call.attempt_failed(failure, Some(reason), None);
                 call.retried(failure.status());
-                Step::Retry(wait)
+                Step::Retry(wait, outcome.ok().map(Response::into_body))
             }
             Next::GiveUp(why) => {
                 call.attempt_failed(failure, None, why);
@@ -250,6 +246,24 @@ impl Proxy {
         };
         (sending, None)
     }
+}
+
+/// The wait before the next attempt. The body of the answer passed over is read meanwhile,
+/// so that its connection serves the retry ([`FromUpstream::drain`]). A zero wait
+/// (`Retry-After: 0`) re-sends at once — a timer would round its deadline up to the next
+/// millisecond tick — with only what of the body has arrived read past.
+async fn wait_out(wait: Duration, passed_over: Option<FromUpstream>) {
+    if wait.is_zero() {
+        if let Some(body) = passed_over {
+            body.discard();
+        }
+        return;
+    }
+    let deadline = Instant::now() + wait;
+    if let Some(body) = passed_over {
+        let _ = tokio::time::timeout_at(deadline, body.drain()).await;
+    }
+    tokio::time::sleep_until(deadline).await;
 }
 
 /// The upstream's `Retry-After`, from a failed attempt's answer.

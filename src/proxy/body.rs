@@ -204,6 +204,14 @@ impl FromUpstream {
             FromUpstream::Pooled(_) => {}
         }
     }
+
+    /// [`Self::discard`] given the wait before a retry ([`ResponseBody::drain`]).
+    pub(super) async fn drain(self) {
+        match self {
+            FromUpstream::H1(body) => body.drain().await,
+            FromUpstream::Pooled(_) => {}
+        }
+    }
 }
 
 /// The upstream's response body, cut when it stays silent past an optional idle limit (off

@@ -107,6 +107,11 @@ const INIT_READ: usize = 8 * 1024;
 /// is held only while reads fill it.
 const MAX_READ: usize = 512 * 1024;
 
+/// The most of a passed-over answer's body read while waiting to retry
+/// ([`ResponseBody::drain`]): an error page's length. Past it the connection is closed rather
+/// than read further.
+const DRAIN_LIMIT: usize = 64 * 1024;
+
 /// The idle HTTP/1.1 connections to one upstream.
 pub struct H1Conns {
     host: Box<str>,
@@ -505,8 +510,9 @@ impl ResponseBody {
     /// A response the retry policy passes over (a 503, say): a body that is already whole in
     /// the read buffer — a short error page arrives with its head — is read past, and the
     /// connection goes back to the cache for the next attempt, as it would after a body the
-    /// agent took. A body still arriving is not waited for: dropped, it closes the connection,
-    /// and the retry goes out at once on another.
+    /// agent took. A body still arriving is not waited for here (a retry without a wait goes
+    /// out at once; [`Self::drain`] reads it during a wait): dropped, it closes the
+    /// connection, and the retry goes out on another.
     pub fn discard(mut self) {
         while let Some(conn) = self.conn.as_mut() {
             match self.decoder.decode(&mut conn.read) {
@@ -516,6 +522,21 @@ impl ResponseBody {
                 }
                 Ok(Decoded::Data(_) | Decoded::Trailers(_)) => {}
                 Ok(Decoded::More) | Err(_) => return,
+            }
+        }
+    }
+
+    /// [`Self::discard`] given the wait before a retry: a body still arriving is read to its
+    /// end — at most [`DRAIN_LIMIT`] bytes of it — and the connection goes back to the cache.
+    /// Cut short (the caller's deadline passes first, the upstream errs, or the body is
+    /// longer), the body is dropped and the connection closes.
+    pub async fn drain(mut self) {
+        let mut read = 0;
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut self).poll_frame(cx)).await {
+            let Ok(frame) = frame else { return };
+            read += frame.data_ref().map_or(0, Bytes::len);
+            if read > DRAIN_LIMIT {
+                return;
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::support;
 use http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
 use strata::testbed::client::{McpClient, Transport};
 
 use strata::app::Running;
@@ -15,6 +16,7 @@ use strata::config::{Glob, ToolRule, Workers};
 use support::LIMIT;
 use support::raw::{healthy_body, setup};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use Transport::{Http1, Http2};
 
@@ -159,4 +161,48 @@ async fn a_503_whose_body_is_still_arriving_closes_its_connection() {
     }
     assert_eq!(upstream.requests_of("busy_body_apart"), 6);
     assert_eq!(upstream.connections(), 4);
+}
+
+/// A 503 that asks for a wait (`Retry-After: 1`) and whose body comes after its head: the body
+/// is read during the wait, and the retry goes out on the same connection.
+#[tokio::test]
+async fn a_503_body_arriving_during_the_wait_keeps_its_connection() {
+    let (upstream, strata) = setup_retrying().await;
+    let one = agent(&strata, Http1);
+    for _ in 0..2 {
+        let started = Instant::now();
+        let reply = one
+            .call_tool("busy_wait_body_apart", json!({}))
+            .await
+            .unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.headers["strata-attempts"], "2");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "the wait is kept"
+        );
+    }
+    assert_eq!(upstream.requests_of("busy_wait_body_apart"), 4);
+    assert_eq!(upstream.connections(), 1);
+}
+
+/// A body the wait does not see to its end — one that never comes, or one longer than an error
+/// page — is dropped when the wait is over or the body grows too long: its connection closes,
+/// and the retry goes out on a new one, once the wait is over.
+#[tokio::test]
+async fn a_503_body_not_read_within_the_wait_closes_its_connection() {
+    for tool in ["busy_wait_body_never", "busy_wait_body_long"] {
+        let (upstream, strata) = setup_retrying().await;
+        let one = agent(&strata, Http1);
+        let started = Instant::now();
+        let reply = one.call_tool(tool, json!({})).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{tool}");
+        assert_eq!(reply.headers["strata-attempts"], "2", "{tool}");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{tool}: the wait is kept"
+        );
+        assert_eq!(upstream.requests_of(tool), 2, "{tool}");
+        assert_eq!(upstream.connections(), 2, "{tool}");
+    }
 }

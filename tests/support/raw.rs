@@ -49,7 +49,8 @@ pub enum Act {
     BusyEveryOther(Busy),
 }
 
-/// How [`Act::BusyEveryOther`]'s 503 comes.
+/// How [`Act::BusyEveryOther`]'s 503 comes. All but the `Wait*` ones say `Retry-After: 0`;
+/// those say `Retry-After: 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Busy {
     /// `Content-Length`, the body in the head's write.
@@ -58,6 +59,13 @@ pub enum Busy {
     Chunked,
     /// `Content-Length`, the body 5 ms after the head.
     BodyApart,
+    /// As `BodyApart`, with a wait before the retry.
+    WaitBodyApart,
+    /// A wait before the retry, and a `Content-Length` body that never comes (the upstream
+    /// waits for the connection to close).
+    WaitBodyNever,
+    /// A wait before the retry, and a 1 MB body in the head's write.
+    WaitBodyLong,
 }
 
 /// The fault matrix's catalogue: the act each tool name asks for; any other is healthy.
@@ -73,6 +81,9 @@ pub fn by_tool(tool: &str) -> Act {
         "busy_whole" => Act::BusyEveryOther(Busy::Whole),
         "busy_chunked" => Act::BusyEveryOther(Busy::Chunked),
         "busy_body_apart" => Act::BusyEveryOther(Busy::BodyApart),
+        "busy_wait_body_apart" => Act::BusyEveryOther(Busy::WaitBodyApart),
+        "busy_wait_body_never" => Act::BusyEveryOther(Busy::WaitBodyNever),
+        "busy_wait_body_long" => Act::BusyEveryOther(Busy::WaitBodyLong),
         _ => Act::Healthy,
     }
 }
@@ -184,23 +195,36 @@ async fn serve(
         let sse_event = chunk(&format!("event: message\ndata: {event}\n\n"));
         match act(&tool) {
             Act::BusyEveryOther(busy) if seen % 2 == 1 => {
-                let head = "HTTP/1.1 503 Service Unavailable\r\nretry-after: 0\r\n\
-                            content-type: text/plain\r\n";
-                let body = "busy\n";
+                let wait = match busy {
+                    Busy::Whole | Busy::Chunked | Busy::BodyApart => 0,
+                    Busy::WaitBodyApart | Busy::WaitBodyNever | Busy::WaitBodyLong => 1,
+                };
+                let head = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nretry-after: {wait}\r\n\
+                     content-type: text/plain\r\n"
+                );
+                let body = match busy {
+                    Busy::WaitBodyLong => "busy\n".repeat(200_000),
+                    _ => "busy\n".to_owned(),
+                };
                 let answer = match busy {
                     Busy::Chunked => format!(
                         "{head}transfer-encoding: chunked\r\n\r\n{}0\r\n\r\n",
-                        chunk(body)
+                        chunk(&body)
                     ),
-                    Busy::Whole | Busy::BodyApart => {
-                        format!("{head}content-length: {}\r\n\r\n{body}", body.len())
-                    }
+                    _ => format!("{head}content-length: {}\r\n\r\n{body}", body.len()),
                 };
                 let cut = match busy {
-                    Busy::BodyApart => answer.len() - body.len(),
-                    Busy::Whole | Busy::Chunked => answer.len(),
+                    Busy::BodyApart | Busy::WaitBodyApart | Busy::WaitBodyNever => {
+                        answer.len() - body.len()
+                    }
+                    Busy::Whole | Busy::Chunked | Busy::WaitBodyLong => answer.len(),
                 };
                 stream.write_all(&answer.as_bytes()[..cut]).await?;
+                if busy == Busy::WaitBodyNever {
+                    wait_close(&mut stream).await;
+                    return Ok(());
+                }
                 if cut < answer.len() {
                     sleep(Duration::from_millis(5)).await;
                     stream.write_all(&answer.as_bytes()[cut..]).await?;

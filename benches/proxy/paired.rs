@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use serde_json::Value;
 
 /// The share of paired rounds that must put strata on the medians' side: 4 of 5.
-pub(crate) const CONSISTENT: f64 = 0.8;
+const CONSISTENT: f64 = 0.8;
 
 /// A figure read from one round's record (`/targets/{target}/rounds/{r}`).
 pub(crate) type Figure = fn(&Value) -> Option<f64>;

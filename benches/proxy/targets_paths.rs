@@ -64,11 +64,10 @@ impl Figures {
                 paired::p99,
             ),
         ];
-        for (is_above, line, figure) in figures {
-            match (is_above, paired::borne_out(row, Ordering::Greater, figure)) {
-                (false, _) => {}
-                (true, true) => out.borne_out.push(line),
-                (true, false) => out.median_only.push(line),
+        for (_, line, figure) in figures.into_iter().filter(|(is_above, ..)| *is_above) {
+            match paired::borne_out(row, Ordering::Greater, figure) {
+                true => out.borne_out.push(line),
+                false => out.median_only.push(line),
             }
         }
     }

@@ -46,6 +46,7 @@ use bytes::{Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery};
 use http::{Method, Response};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
 use rustls::pki_types::ServerName;
 use thread_local::ThreadLocal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
@@ -532,7 +533,7 @@ impl ResponseBody {
     /// longer), the body is dropped and the connection closes.
     pub async fn drain(mut self) {
         let mut read = 0;
-        while let Some(frame) = poll_fn(|cx| Pin::new(&mut self).poll_frame(cx)).await {
+        while let Some(frame) = self.frame().await {
             let Ok(frame) = frame else { return };
             read += frame.data_ref().map_or(0, Bytes::len);
             if read > DRAIN_LIMIT {

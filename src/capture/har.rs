@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::entry::{AGENT_GONE, UPSTREAM_BROKE};
 use super::entry::{Answer, BodyCopy, End, Entry, Fields};
 use super::time::iso8601;
+use crate::observe::call_record::millis;
 
 /// The document up to its first entry.
 pub(super) fn head() -> String {
@@ -44,7 +45,7 @@ pub(super) fn entry(entry: &Entry) -> Vec<u8> {
     if entry.body.size > 0 {
         request["postData"] = post;
     }
-    let ms = entry.time.as_secs_f64() * 1e3;
+    let ms = millis(entry.time);
     serde_json::to_vec(&json!({
         "startedDateTime": iso8601(entry.started),
         "time": ms,

@@ -189,3 +189,25 @@ fn the_object_is_the_lines_fields() {
         assert_eq!(object, line);
     }
 }
+
+/// A duration prints as its decimal milliseconds: seconds times 10^3 would print
+/// `0.36424599999999996` for 364,246 ns.
+#[test]
+fn a_duration_logs_as_its_decimal_milliseconds() {
+    let mut record = tool_call();
+    record.duration = Duration::from_nanos(364_246);
+    let (guard, logs) = capture_json();
+    record.emit();
+    drop(guard);
+    assert!(
+        logs.text().contains(r#""duration_ms":0.364246"#),
+        "{}",
+        logs.text()
+    );
+    for nanos in [1, 999, 1_000_001, 12_345_678_901, 86_400_000_000_123] {
+        let text = millis(Duration::from_nanos(nanos)).to_string();
+        let (whole, fraction) = (nanos / 1_000_000, nanos % 1_000_000);
+        let expected = format!("{whole}.{fraction:06}");
+        assert_eq!(text, expected.trim_end_matches('0').trim_end_matches('.'));
+    }
+}

@@ -350,8 +350,9 @@ impl fmt::Display for RetryOrigin {
 /// nanoseconds divided by 10^6, so the double is the one nearest that decimal and prints as
 /// it (seconds times 10^3 rounds twice and prints `0.36424599999999996`).
 pub fn millis(duration: Duration) -> f64 {
-    // Exact below 2^53 ns (104 days); a call's duration is far below.
-    duration.as_nanos() as f64 / 1e6
+    // Exact below 2^53 ns (104 days); a call's duration is far below. Through `u64`: the
+    // CPU converts that itself, a `u128` takes a library routine.
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX) as f64 / 1e6
 }
 
 // === impl SessionHash ===

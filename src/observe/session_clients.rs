@@ -9,12 +9,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use foldhash::fast::RandomState;
+
 /// Sessions whose client is remembered.
 pub(crate) const MAX_SESSIONS: usize = 4096;
 
+/// Hashed with foldhash, not SipHash: every call of a session looks its id up here. The ids
+/// come from the upstream's `initialize` answers, the table is capped, and the seed is random
+/// per table, so crafted collisions cannot grow the work past the cap.
 #[derive(Default)]
 pub struct SessionClients {
-    map: Mutex<HashMap<Arc<str>, Arc<str>>>,
+    map: Mutex<HashMap<Arc<str>, Arc<str>, RandomState>>,
 }
 
 impl SessionClients {

@@ -517,6 +517,13 @@ impl JsonScanner {
                     self.state = State::AfterValue;
                     i = next;
                 }
+                // A longer one (a tool's description): validated only, as `begin_quiet`
+                // would begin it, without the call through `begin_value`.
+                None if self.untracked_value() => {
+                    self.dest = Dest::None;
+                    self.state = State::Str;
+                    i = self.string(chunk, i, sink)?;
+                }
                 _ => {
                     self.begin_value(b)?;
                     i = self.string(chunk, i, sink)?;
@@ -548,6 +555,13 @@ impl JsonScanner {
                 if let State::Number(num) = self.state {
                     i = self.number(chunk, i, num, sink)?;
                 }
+            }
+            b't' | b'f' | b'n' if self.untracked_value() => {
+                // A literal of no interest (a hint nobody asked for): compared whole when
+                // the chunk holds it. It cannot end a message (see `untracked_value`).
+                self.dest = Dest::None;
+                self.state = scalar_state(b);
+                i = self.literal_rest(chunk, i, sink)?;
             }
             b't' | b'f' | b'n' => {
                 self.begin_value(b)?;
@@ -609,6 +623,13 @@ impl JsonScanner {
     #[inline(always)]
     fn parent_here(&self) -> Option<Slot> {
         let rel = self.depth.wrapping_sub(self.env_level);
+        self.parents.get(rel).copied().flatten()
+    }
+
+    /// The slot of the followed container one level out from the current depth.
+    #[inline(always)]
+    fn parent_here_outer(&self) -> Option<Slot> {
+        let rel = self.depth.wrapping_sub(self.env_level + 1);
         self.parents.get(rel).copied().flatten()
     }
 
@@ -858,6 +879,12 @@ impl JsonScanner {
             self.begin_quiet(b)?;
             if matches!(b, b'{' | b'[') {
                 self.untrack_from(self.depth);
+                // A tool's input schema, its `_meta`: the quiet loop from the first token.
+                // Most are large, and thousands of entries each paid the general loop's
+                // first turns.
+                if self.parent_here_outer() == Some(Slot::ToolEntry) {
+                    self.quiet_tokens = QUIET_LOOP_AFTER;
+                }
             }
             return Ok(());
         };

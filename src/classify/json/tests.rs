@@ -255,8 +255,11 @@ fn utf8_errors_in_long_strings_at_every_offset() {
     assert!(scan(good.as_bytes(), 64).1.is_ok());
 }
 
+/// A tool entry as the sink saw it: name, `readOnlyHint`, `idempotentHint`.
+type Hints = (String, Kind, Kind);
+
 #[derive(Default)]
-struct Tools(Vec<(String, Kind, Kind)>);
+struct Tools(Vec<Hints>);
 
 impl MessageSink for Tools {
     fn message(&mut self, _: &Envelope) {}
@@ -422,6 +425,78 @@ fn tools_list_entries_follow_only_their_own_paths() {
                     String::from_utf8_lossy(body)
                 );
             }
+        }
+    }
+}
+
+/// `body` scanned with tool entries followed, cut every `step` bytes: the verdict and the
+/// entries handed out.
+fn scan_tools(body: &[u8], step: usize) -> (Result<Document, Malformed>, Vec<Hints>) {
+    let mut scanner = JsonScanner::for_responses();
+    scanner.follow_tool_entries(true);
+    let mut tools = Tools::default();
+    for chunk in body.chunks(step.max(1)) {
+        scanner.feed(chunk, &mut tools);
+    }
+    (scanner.finish(&mut tools), tools.0)
+}
+
+/// A tool entry's members of no interest — a long description, a hint nobody asked for, an
+/// input schema the quiet loop takes from its first token — are validated as any value is:
+/// the same verdict and the same entries at every cut, and a fault in each is its own reason.
+#[test]
+fn tool_entry_members_of_no_interest_are_validated_at_every_split() {
+    let good = br#"{"id":1,"result":{"tools":[{"name":"a","description":"Reads part of a file, then more.","openWorldHint":false,"x":null,"inputSchema":{"type":"object","required":["p"]},"annotations":{"readOnlyHint":true,"openWorldHint":true,"idempotentHint":false},"_meta":[]},{"inputSchema":{},"name":"b","title":"T","annotations":{"idempotentHint":true}}]}}"#;
+    let want = vec![
+        ("a".to_string(), Kind::True, Kind::False),
+        ("b".to_string(), Kind::Absent, Kind::True),
+    ];
+    for step in 1..good.len() {
+        assert_eq!(
+            scan_tools(good, step),
+            scan_tools(good, good.len()),
+            "step {step}"
+        );
+    }
+    let (verdict, entries) = scan_tools(good, good.len());
+    assert!(verdict.is_ok());
+    assert_eq!(entries, want);
+    let entry = |member: &str| format!(r#"{{"result":{{"tools":[{{"name":"a",{member}}}]}}}}"#);
+    let faults = [
+        (
+            entry(r#""description":"Reads part of a file.\x""#),
+            Malformed::Syntax,
+        ),
+        (
+            entry("\"description\":\"Reads part of a file.\u{1}\""),
+            Malformed::ControlCharacter,
+        ),
+        (
+            entry(r#""description":"Reads part of a file.\udc00""#),
+            Malformed::LoneSurrogate,
+        ),
+        (
+            entry(r#""description":"Reads part of a file"#),
+            Malformed::Truncated,
+        ),
+        (entry(r#""openWorldHint":fals"#), Malformed::Syntax),
+        (entry(r#""openWorldHint":nul}"#), Malformed::Syntax),
+        (entry(r#""openWorldHint":truex"#), Malformed::Syntax),
+        (
+            entry(r#""inputSchema":{"type" "object"}"#),
+            Malformed::Syntax,
+        ),
+        (entry(r#""inputSchema":{,}"#), Malformed::Syntax),
+        (entry(r#""inputSchema":[1,]"#), Malformed::Syntax),
+        (entry(r#""inputSchema":{"a":[}"#), Malformed::Syntax),
+    ];
+    for (body, want) in faults {
+        for step in 1..body.len() + 1 {
+            assert_eq!(
+                scan_tools(body.as_bytes(), step).0,
+                Err(want),
+                "{body} (step {step})"
+            );
         }
     }
 }

@@ -517,11 +517,10 @@ impl JsonScanner {
                     self.state = State::AfterValue;
                     i = next;
                 }
-                // A longer one (a tool's description): validated only, as `begin_quiet`
-                // would begin it, without the call through `begin_value`.
+                // A longer one (a tool's description): validated only, begun without the
+                // call through `begin_value`.
                 None if self.untracked_value() => {
-                    self.dest = Dest::None;
-                    self.state = State::Str;
+                    self.begin_quiet(b)?;
                     i = self.string(chunk, i, sink)?;
                 }
                 _ => {
@@ -559,8 +558,7 @@ impl JsonScanner {
             b't' | b'f' | b'n' if self.untracked_value() => {
                 // A literal of no interest (a hint nobody asked for): compared whole when
                 // the chunk holds it. It cannot end a message (see `untracked_value`).
-                self.dest = Dest::None;
-                self.state = scalar_state(b);
+                self.begin_quiet(b)?;
                 i = self.literal_rest(chunk, i, sink)?;
             }
             b't' | b'f' | b'n' => {
@@ -622,14 +620,13 @@ impl JsonScanner {
     /// none at all).
     #[inline(always)]
     fn parent_here(&self) -> Option<Slot> {
-        let rel = self.depth.wrapping_sub(self.env_level);
-        self.parents.get(rel).copied().flatten()
+        self.parent_at(self.depth)
     }
 
-    /// The slot of the followed container one level out from the current depth.
+    /// The slot of the followed container open at `depth` (`None`: the envelope, or none).
     #[inline(always)]
-    fn parent_here_outer(&self) -> Option<Slot> {
-        let rel = self.depth.wrapping_sub(self.env_level + 1);
+    fn parent_at(&self, depth: usize) -> Option<Slot> {
+        let rel = depth.wrapping_sub(self.env_level);
         self.parents.get(rel).copied().flatten()
     }
 
@@ -882,7 +879,7 @@ impl JsonScanner {
                 // A tool's input schema, its `_meta`: the quiet loop from the first token.
                 // Most are large, and thousands of entries each paid the general loop's
                 // first turns.
-                if self.parent_here_outer() == Some(Slot::ToolEntry) {
+                if self.parent_at(self.depth - 1) == Some(Slot::ToolEntry) {
                     self.quiet_tokens = QUIET_LOOP_AFTER;
                 }
             }

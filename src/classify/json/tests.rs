@@ -269,6 +269,26 @@ impl MessageSink for Tools {
     }
 }
 
+/// `body` scanned with tool entries followed (a response scanner, or a request one), cut
+/// every `step` bytes: the verdict and the entries handed out.
+fn scan_tools(
+    body: &[u8],
+    step: usize,
+    responses: bool,
+) -> (Result<Document, Malformed>, Vec<Hints>) {
+    let mut scanner = if responses {
+        JsonScanner::for_responses()
+    } else {
+        JsonScanner::new()
+    };
+    scanner.follow_tool_entries(true);
+    let mut tools = Tools::default();
+    for chunk in body.chunks(step.max(1)) {
+        scanner.feed(chunk, &mut tools);
+    }
+    (scanner.finish(&mut tools), tools.0)
+}
+
 #[test]
 fn tools_list_entries_stream_out_one_by_one() {
     let body = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
@@ -278,15 +298,10 @@ fn tools_list_entries_stream_out_one_by_one() {
         {"name":"both","annotations":{"readOnlyHint":false,"idempotentHint":true}}
     ],"nextCursor":"x"}}"#;
     for step in [1, 3, 7, body.len()] {
-        let mut scanner = JsonScanner::new();
-        scanner.follow_tool_entries(true);
-        let mut tools = Tools::default();
-        for chunk in body.chunks(step) {
-            scanner.feed(chunk, &mut tools);
-        }
-        assert!(scanner.finish(&mut tools).is_ok());
+        let (verdict, entries) = scan_tools(body, step, false);
+        assert!(verdict.is_ok());
         assert_eq!(
-            tools.0,
+            entries,
             vec![
                 ("read_file".to_string(), Kind::True, Kind::Absent),
                 ("rm".to_string(), Kind::Absent, Kind::False),
@@ -297,15 +312,11 @@ fn tools_list_entries_stream_out_one_by_one() {
         );
     }
     // `tools` anywhere else is not followed.
-    let mut scanner = JsonScanner::new();
-    scanner.follow_tool_entries(true);
-    let mut tools = Tools::default();
-    scanner.feed(
-        br#"{"result":{"x":{"tools":[{"name":"no"}]}},"params":{"tools":[{"name":"no"}]}}"#,
-        &mut tools,
-    );
-    assert!(scanner.finish(&mut tools).is_ok());
-    assert!(tools.0.is_empty());
+    let elsewhere =
+        br#"{"result":{"x":{"tools":[{"name":"no"}]}},"params":{"tools":[{"name":"no"}]}}"#;
+    let (verdict, entries) = scan_tools(elsewhere, elsewhere.len(), false);
+    assert!(verdict.is_ok());
+    assert!(entries.is_empty());
 }
 
 /// Unless asked, a tools/list result's entries are only validated: none reaches the sink, the
@@ -402,19 +413,9 @@ fn tools_list_entries_follow_only_their_own_paths() {
     for (body, want) in cases {
         for responses in [false, true] {
             for step in [1, 2, 5, body.len()] {
-                let mut scanner = if responses {
-                    JsonScanner::for_responses()
-                } else {
-                    JsonScanner::new()
-                };
-                scanner.follow_tool_entries(true);
-                let mut tools = Tools::default();
-                for chunk in body.chunks(step) {
-                    scanner.feed(chunk, &mut tools);
-                }
-                assert!(scanner.finish(&mut tools).is_ok());
-                let got: Vec<_> = tools
-                    .0
+                let (verdict, entries) = scan_tools(body, step, responses);
+                assert!(verdict.is_ok());
+                let got: Vec<_> = entries
                     .iter()
                     .map(|(n, r, i)| (n.as_str(), *r, *i))
                     .collect();
@@ -429,18 +430,6 @@ fn tools_list_entries_follow_only_their_own_paths() {
     }
 }
 
-/// `body` scanned with tool entries followed, cut every `step` bytes: the verdict and the
-/// entries handed out.
-fn scan_tools(body: &[u8], step: usize) -> (Result<Document, Malformed>, Vec<Hints>) {
-    let mut scanner = JsonScanner::for_responses();
-    scanner.follow_tool_entries(true);
-    let mut tools = Tools::default();
-    for chunk in body.chunks(step.max(1)) {
-        scanner.feed(chunk, &mut tools);
-    }
-    (scanner.finish(&mut tools), tools.0)
-}
-
 /// A tool entry's members of no interest — a long description, a hint nobody asked for, an
 /// input schema the quiet loop takes from its first token — are validated as any value is:
 /// the same verdict and the same entries at every cut, and a fault in each is its own reason.
@@ -453,12 +442,12 @@ fn tool_entry_members_of_no_interest_are_validated_at_every_split() {
     ];
     for step in 1..good.len() {
         assert_eq!(
-            scan_tools(good, step),
-            scan_tools(good, good.len()),
+            scan_tools(good, step, true),
+            scan_tools(good, good.len(), true),
             "step {step}"
         );
     }
-    let (verdict, entries) = scan_tools(good, good.len());
+    let (verdict, entries) = scan_tools(good, good.len(), true);
     assert!(verdict.is_ok());
     assert_eq!(entries, want);
     let entry = |member: &str| format!(r#"{{"result":{{"tools":[{{"name":"a",{member}}}]}}}}"#);
@@ -493,7 +482,7 @@ fn tool_entry_members_of_no_interest_are_validated_at_every_split() {
     for (body, want) in faults {
         for step in 1..body.len() + 1 {
             assert_eq!(
-                scan_tools(body.as_bytes(), step).0,
+                scan_tools(body.as_bytes(), step, true).0,
                 Err(want),
                 "{body} (step {step})"
             );

@@ -99,6 +99,21 @@ impl Request {
         self.method.is_string("tools/call")
     }
 
+    /// A list request (`tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list`): its answer is the same for every caller until the server's
+    /// list changes (2025-11-25 server/tools §Listing Tools, and its siblings for prompts and
+    /// resources).
+    pub fn is_list(&self) -> bool {
+        [
+            "tools/list",
+            "prompts/list",
+            "resources/list",
+            "resources/templates/list",
+        ]
+        .iter()
+        .any(|m| self.method.is_string(m))
+    }
+
     fn may_need_input(&self) -> bool {
         ["tools/call", "prompts/get", "resources/read"]
             .iter()

@@ -20,6 +20,7 @@ use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, 
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
+use super::remembered::{self, Matching, Recording};
 use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
 use super::tool_hints::{ToolHint, ToolHints};
@@ -121,10 +122,19 @@ enum Scan {
     None,
 }
 
+/// A list answer compared with the thread's remembered one, or recorded to be remembered
+/// (`remembered.rs`). Boxed: only a list call's exchange has one.
+enum Memory {
+    None,
+    Matching(Box<Matching>),
+    Recording(Box<Recording>),
+}
+
 /// The classifier state of one HTTP exchange. Fixed-size apart from one entry per request.
 pub struct Exchange {
     correlator: Correlator,
     scan: Scan,
+    memory: Memory,
     status: u16,
     content: ContentKind,
     body_bytes: u64,
@@ -406,6 +416,7 @@ impl Exchange {
                 tools: None,
             },
             scan: Scan::None,
+            memory: Memory::None,
             status: 0,
             content: ContentKind::Other,
             body_bytes: 0,
@@ -416,7 +427,23 @@ impl Exchange {
     /// Collect the tool hints of a `tools/list` result in this exchange.
     pub fn learn_tools(&mut self) {
         self.correlator.tools = Some(Box::default());
+        self.memory_before_setting();
         self.follow_tool_entries();
+    }
+
+    /// The scanner is about to follow tool entries: a remembered answer scanned without
+    /// following them no longer answers. Before the body, the memory is chosen again; in it,
+    /// the scanner reads what matched so far, and nothing more is compared or recorded.
+    fn memory_before_setting(&mut self) {
+        let Scan::Json(scanner) = &mut self.scan else {
+            return;
+        };
+        if self.body_bytes == 0 {
+            self.memory = self.memory_for_answer();
+        } else {
+            self.memory.catch_up(scanner, &mut self.correlator);
+            self.memory = Memory::None;
+        }
     }
 
     /// The tool hints seen (once; empty unless [`Exchange::learn_tools`] was called). Trust
@@ -454,7 +481,10 @@ impl Exchange {
             return;
         }
         self.scan = match content {
-            ContentKind::Json => Scan::Json(spare::json_scanner()),
+            ContentKind::Json => {
+                self.memory = self.memory_for_answer();
+                Scan::Json(spare::json_scanner())
+            }
             ContentKind::Sse => {
                 self.correlator.sse = true;
                 Scan::Sse(spare::sse_framer())
@@ -475,6 +505,23 @@ impl Exchange {
         }
     }
 
+    /// A single list request's JSON answer is compared with the thread's remembered one, or
+    /// recorded to be remembered (`remembered.rs`).
+    fn memory_for_answer(&self) -> Memory {
+        let c = &self.correlator;
+        let [request] = c.requests.as_slice() else {
+            return Memory::None;
+        };
+        if c.request_batch || !request.is_list() {
+            return Memory::None;
+        }
+        let follow = c.tools.is_some();
+        match remembered::last(follow) {
+            Some(known) => Memory::Matching(Box::new(Matching::new(known))),
+            None => Memory::Recording(Box::new(Recording::new(follow))),
+        }
+    }
+
     /// No response head: strata answers 502/504 itself.
     pub fn no_response(&mut self) {
         self.correlator.settle_open(Outcome::HttpError);
@@ -486,7 +533,10 @@ impl Exchange {
     pub fn data(&mut self, chunk: &[u8]) {
         self.body_bytes += chunk.len() as u64;
         match &mut self.scan {
-            Scan::Json(scanner) => scanner.feed(chunk, &mut self.correlator),
+            Scan::Json(scanner) => match &mut self.memory {
+                Memory::None => scanner.feed(chunk, &mut self.correlator),
+                memory => memory.feed(scanner, chunk, &mut self.correlator),
+            },
             Scan::Sse(framer) => framer.feed(chunk, &mut self.correlator),
             Scan::None => {}
         }
@@ -553,12 +603,21 @@ impl Exchange {
         let c = &mut self.correlator;
         match &mut self.scan {
             Scan::Json(scanner) => {
-                // A document already complete reached hyper whole: count it even if the
-                // agent left before the body's end was polled.
-                let ended = how == BodyEnd::Complete && self.body_bytes > 0;
-                if ended || (how == BodyEnd::AgentGone && scanner.is_complete()) {
-                    let verdict = scanner.finish(c);
+                if let Memory::Matching(known) = &self.memory
+                    && how == BodyEnd::Complete
+                    && known.is_whole()
+                {
+                    let verdict = known.replay(c);
                     c.document_end(verdict);
+                } else {
+                    self.memory.catch_up(scanner, c);
+                    // A document already complete reached hyper whole: count it even if the
+                    // agent left before the body's end was polled.
+                    let ended = how == BodyEnd::Complete && self.body_bytes > 0;
+                    if ended || (how == BodyEnd::AgentGone && scanner.is_complete()) {
+                        let verdict = self.memory.finish(scanner, c, ended);
+                        c.document_end(verdict);
+                    }
                 }
             }
             Scan::Sse(framer) => framer.finish(),
@@ -580,6 +639,63 @@ impl Exchange {
                     c.settle_open(Outcome::StreamIncomplete);
                 }
             }
+        }
+    }
+}
+
+// === impl Memory ===
+
+impl Memory {
+    /// A chunk of a list answer: compared while the body matches the remembered one; scanned
+    /// (and recorded) from where it stops matching.
+    fn feed(&mut self, scanner: &mut JsonScanner, chunk: &[u8], sink: &mut Correlator) {
+        if let Memory::Matching(known) = self {
+            if known.matches(chunk) {
+                return;
+            }
+            self.catch_up(scanner, sink);
+        }
+        match self {
+            Memory::Recording(recording) => {
+                recording.push(chunk);
+                scanner.feed(chunk, &mut recording.sink(sink));
+            }
+            _ => scanner.feed(chunk, sink),
+        }
+    }
+
+    /// A body that no longer matches, or ended before the remembered one did: the scanner
+    /// reads what matched so far (the body's own bytes), recorded, and goes on from there.
+    fn catch_up(&mut self, scanner: &mut JsonScanner, sink: &mut Correlator) {
+        if !matches!(self, Memory::Matching(_)) {
+            return;
+        }
+        let Memory::Matching(known) = std::mem::replace(self, Memory::None) else {
+            return;
+        };
+        let mut recording = Box::new(Recording::new(known.follows_tool_entries()));
+        recording.push(known.prefix());
+        scanner.feed(known.prefix(), &mut recording.sink(sink));
+        *self = Memory::Recording(recording);
+    }
+
+    /// The scanner's verdict at the body's end; a body recorded and `ended` whole is
+    /// remembered.
+    fn finish(
+        &mut self,
+        scanner: &mut JsonScanner,
+        sink: &mut Correlator,
+        ended: bool,
+    ) -> Result<Document, Malformed> {
+        match std::mem::replace(self, Memory::None) {
+            Memory::Recording(mut recording) => {
+                let verdict = scanner.finish(&mut recording.sink(sink));
+                if ended {
+                    recording.finish(verdict);
+                }
+                verdict
+            }
+            _ => scanner.finish(sink),
         }
     }
 }

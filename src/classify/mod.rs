@@ -5,6 +5,7 @@ pub mod envelope;
 pub mod exchange;
 pub mod json;
 mod outcome;
+mod remembered;
 pub mod request;
 mod spare;
 pub mod sse;

@@ -1,0 +1,242 @@
+//! A remembered answer decides only a body equal to it, and deciding by it gives what a
+//! scan gives.
+use super::*;
+use crate::classify::Outcome;
+use crate::classify::exchange::{BodyEnd, ContentKind, Exchange, Resolution};
+use crate::classify::request::RequestInspector;
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+const CALL: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
+
+/// A tools/list answer of `tools` entries with input schemas and hints.
+fn list_answer(tools: usize) -> String {
+    let entries: Vec<String> = (0..tools)
+        .map(|n| {
+            format!(
+                r#"{{"name":"tool_{n}","description":"Reads part of file {n}.","inputSchema":{{"type":"object","properties":{{"path":{{"type":"string"}},"limit":{{"type":"integer","minimum":1,"maximum":1000}}}},"required":["path"]}},"annotations":{{"readOnlyHint":{},"idempotentHint":true}}}}"#,
+                n % 2 == 0
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}],"nextCursor":null}}}}"#,
+        entries.join(",")
+    )
+}
+
+fn forget() {
+    LAST.with(|last| *last.borrow_mut() = None);
+}
+
+fn remembered_body() -> Option<Vec<u8>> {
+    LAST.with(|last| last.borrow().as_ref().map(|known| known.body.to_vec()))
+}
+
+/// Everything an exchange says of `body` (in chunks of `step`) as the answer to `request`:
+/// its resolutions and, with `learn`, the tool hints.
+fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) -> String {
+    let mut inspector = RequestInspector::new();
+    inspector.feed(request.as_bytes(), usize::MAX);
+    let found = inspector.finish();
+    let mut ex = Exchange::new(found.requests, found.batch);
+    if learn {
+        ex.learn_tools();
+    }
+    ex.response_head(200, ContentKind::Json);
+    for chunk in body.chunks(step) {
+        ex.data(chunk);
+    }
+    let resolutions = ex.end(end).into_vec();
+    let hints: Vec<String> = ex
+        .take_tool_hints()
+        .iter()
+        .map(|h| format!("{}:{}:{}", h.name, h.read_only, h.idempotent))
+        .collect();
+    format!("{resolutions:?} {hints:?}")
+}
+
+fn outcome(request: &str, body: &[u8]) -> Outcome {
+    let mut inspector = RequestInspector::new();
+    inspector.feed(request.as_bytes(), usize::MAX);
+    let found = inspector.finish();
+    let mut ex = Exchange::new(found.requests, found.batch);
+    ex.response_head(200, ContentKind::Json);
+    ex.data(body);
+    match ex.end(BodyEnd::Complete).into_vec().as_slice() {
+        [(_, _, Resolution::Final(verdict))] => verdict.outcome,
+        other => panic!("one final resolution expected, got {other:?}"),
+    }
+}
+
+/// Remembers `body` as a malformed document: a verdict no scan of it gives, so an answer
+/// judged malformed was judged by the memory.
+fn remember_as_malformed(body: &[u8], follow_tool_entries: bool) {
+    keep(Remembered {
+        body: body.into(),
+        follow_tool_entries,
+        events: Box::new([]),
+        document: Err(Malformed::Syntax),
+    });
+}
+
+#[test]
+fn only_an_answer_equal_to_the_remembered_one_is_judged_by_it() {
+    let answer = list_answer(200);
+    let body = answer.as_bytes();
+    assert!(body.len() > MIN_BYTES);
+    remember_as_malformed(body, false);
+    assert_eq!(outcome(LIST, body), Outcome::MalformedJson, "equal");
+    remember_as_malformed(body, false);
+    let near_the_end = answer.replacen("tool_199", "tool_abc", 1);
+    assert_eq!(
+        outcome(LIST, near_the_end.as_bytes()),
+        Outcome::Success,
+        "a byte near the end changed"
+    );
+    let longer = format!("{answer}\n");
+    remember_as_malformed(body, false);
+    assert_eq!(outcome(LIST, longer.as_bytes()), Outcome::Success, "longer");
+    remember_as_malformed(longer.as_bytes(), false);
+    assert_eq!(outcome(LIST, body), Outcome::Success, "a prefix of it");
+    remember_as_malformed(body, false);
+    let other_id = answer.replacen(r#""id":1"#, r#""id":2"#, 1);
+    assert_eq!(
+        outcome(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            other_id.as_bytes()
+        ),
+        Outcome::Success,
+        "another id"
+    );
+    remember_as_malformed(body, false);
+    assert_ne!(
+        outcome(CALL, body),
+        Outcome::MalformedJson,
+        "not a list call"
+    );
+    remember_as_malformed(body, false);
+    assert!(
+        classify(LIST, body, body.len(), BodyEnd::Complete, true).contains("Success"),
+        "remembered without following tool entries, asked to follow them"
+    );
+    remember_as_malformed(body, false);
+    let mut inspector = RequestInspector::new();
+    inspector.feed(LIST.as_bytes(), usize::MAX);
+    let mut ex = Exchange::new(inspector.finish().requests, false);
+    ex.response_head(200, ContentKind::Json);
+    ex.learn_tools();
+    ex.data(body);
+    assert!(
+        matches!(ex.end(BodyEnd::Complete).into_vec().as_slice(),
+            [(_, _, Resolution::Final(v))] if v.outcome == Outcome::Success),
+        "asked to follow tool entries after the head"
+    );
+    forget();
+}
+
+#[test]
+fn remembered_or_not_every_body_gets_what_a_scan_gives() {
+    let answer = list_answer(150);
+    let body = answer.as_bytes();
+    let len = body.len();
+    let flipped = |at: usize, to: u8| {
+        let mut b = body.to_vec();
+        b[at] = to;
+        b
+    };
+    let mut bodies: Vec<Vec<u8>> = vec![
+        body.to_vec(),
+        format!("{answer} ").into_bytes(),
+        format!("{answer}x").into_bytes(),
+        body[..len / 2].to_vec(),
+        body[..len - 1].to_vec(),
+        answer.replacen(r#""id":1"#, r#""id":7"#, 1).into_bytes(),
+        answer
+            .replacen(
+                r#""result":"#,
+                r#""error":{"code":-1,"message":"m"},"x":"#,
+                1,
+            )
+            .into_bytes(),
+    ];
+    for at in [0, 25, len / 3, len / 2, len - 2, len - 1] {
+        for to in [b'x', b'"', b'}', b'\\', 0x80] {
+            bodies.push(flipped(at, to));
+        }
+    }
+    for (k, candidate) in bodies.iter().enumerate() {
+        for end in [
+            BodyEnd::Complete,
+            BodyEnd::UpstreamError,
+            BodyEnd::AgentGone,
+        ] {
+            for learn in [false, true] {
+                for step in [997, 4096, len + 1] {
+                    forget();
+                    let scanned = classify(LIST, candidate, step, end, learn);
+                    classify(LIST, body, 4096, BodyEnd::Complete, learn);
+                    assert_eq!(remembered_body().as_deref(), Some(body), "remembered");
+                    let judged = classify(LIST, candidate, step, end, learn);
+                    assert_eq!(
+                        judged, scanned,
+                        "body {k}, {end:?}, learn {learn}, step {step}"
+                    );
+                }
+            }
+        }
+    }
+    forget();
+}
+
+#[test]
+fn a_changed_list_replaces_the_remembered_one() {
+    forget();
+    let first = list_answer(150);
+    let second = list_answer(160);
+    classify(LIST, first.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body().as_deref(), Some(first.as_bytes()));
+    classify(LIST, second.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body().as_deref(), Some(second.as_bytes()));
+    // Cut short: not remembered, the whole one stays.
+    classify(
+        LIST,
+        &first.as_bytes()[..20_000],
+        4096,
+        BodyEnd::UpstreamError,
+        false,
+    );
+    assert_eq!(remembered_body().as_deref(), Some(second.as_bytes()));
+    forget();
+}
+
+#[test]
+fn small_batched_and_other_answers_are_not_remembered() {
+    forget();
+    let small = list_answer(3);
+    assert!(small.len() < MIN_BYTES);
+    classify(LIST, small.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body(), None, "small");
+    let big = list_answer(150);
+    classify(CALL, big.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body(), None, "a tools/call answer");
+    let batch = format!("[{LIST}]");
+    classify(
+        &batch,
+        format!("[{big}]").as_bytes(),
+        4096,
+        BodyEnd::Complete,
+        false,
+    );
+    assert_eq!(remembered_body(), None, "a batch");
+    let mut recording = Recording::new(false);
+    for _ in 0..=MAX_BYTES / (1 << 20) {
+        recording.push(&[b' '; 1 << 20]);
+    }
+    let document = Ok(Document {
+        batch: false,
+        messages: 1,
+    });
+    recording.finish(document);
+    assert_eq!(remembered_body(), None, "past the bound");
+}

@@ -20,7 +20,7 @@ use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, 
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, JsonScanner, Malformed, MessageSink};
 use super::outcome::Outcome;
-use super::remembered::{self, Matching, Recording};
+use super::remembered::{self, End, Matching, Recording, Skipping};
 use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
 use super::tool_hints::{ToolHint, ToolHints};
@@ -435,13 +435,10 @@ impl Exchange {
     /// following them no longer answers. Before the body, the memory is chosen again; in it,
     /// the scanner reads what matched so far, and nothing more is compared or recorded.
     fn memory_before_setting(&mut self) {
-        let Scan::Json(scanner) = &mut self.scan else {
-            return;
-        };
         if self.body_bytes == 0 {
-            self.memory = self.memory_for_answer();
+            self.memory = self.memory_for_answer(self.content);
         } else {
-            self.memory.catch_up(scanner, &mut self.correlator);
+            self.memory.catch_up(&mut self.scan, &mut self.correlator);
             self.memory = Memory::None;
         }
     }
@@ -481,16 +478,14 @@ impl Exchange {
             return;
         }
         self.scan = match content {
-            ContentKind::Json => {
-                self.memory = self.memory_for_answer();
-                Scan::Json(spare::json_scanner())
-            }
+            ContentKind::Json => Scan::Json(spare::json_scanner()),
             ContentKind::Sse => {
                 self.correlator.sse = true;
                 Scan::Sse(spare::sse_framer())
             }
             ContentKind::Other => Scan::None,
         };
+        self.memory = self.memory_for_answer(content);
         self.follow_tool_entries();
     }
 
@@ -505,18 +500,19 @@ impl Exchange {
         }
     }
 
-    /// A single list request's JSON answer is compared with the thread's remembered one, or
-    /// recorded to be remembered (`remembered.rs`).
-    fn memory_for_answer(&self) -> Memory {
+    /// A single list request's answer, JSON or SSE, is compared with the thread's remembered
+    /// one, or recorded to be remembered (`remembered.rs`).
+    fn memory_for_answer(&self, content: ContentKind) -> Memory {
         let c = &self.correlator;
         let [request] = c.requests.as_slice() else {
             return Memory::None;
         };
-        if c.request_batch || !request.is_list() {
+        let answered = (200..300).contains(&self.status) && content != ContentKind::Other;
+        if !answered || c.request_batch || !request.is_list() {
             return Memory::None;
         }
         let follow = c.tools.is_some();
-        match remembered::last(follow) {
+        match remembered::last(content, follow) {
             Some(known) => Memory::Matching(Box::new(Matching::new(known))),
             None => Memory::Recording(Box::new(Recording::new(follow))),
         }
@@ -532,13 +528,9 @@ impl Exchange {
     #[inline]
     pub fn data(&mut self, chunk: &[u8]) {
         self.body_bytes += chunk.len() as u64;
-        match &mut self.scan {
-            Scan::Json(scanner) => match &mut self.memory {
-                Memory::None => scanner.feed(chunk, &mut self.correlator),
-                memory => memory.feed(scanner, chunk, &mut self.correlator),
-            },
-            Scan::Sse(framer) => framer.feed(chunk, &mut self.correlator),
-            Scan::None => {}
+        match &mut self.memory {
+            Memory::None => self.scan.feed(chunk, &mut self.correlator),
+            memory => memory.feed(&mut self.scan, chunk, &mut self.correlator),
         }
     }
 
@@ -601,36 +593,24 @@ impl Exchange {
 
     fn settle_at_end(&mut self, how: BodyEnd) {
         let c = &mut self.correlator;
-        match &mut self.scan {
-            Scan::Json(scanner) => {
-                if let Memory::Matching(known) = &self.memory
-                    && how == BodyEnd::Complete
-                    && known.is_whole()
-                {
-                    let verdict = known.replay(c);
-                    c.document_end(verdict);
-                } else {
-                    self.memory.catch_up(scanner, c);
-                    // A document already complete reached hyper whole: count it even if the
-                    // agent left before the body's end was polled.
-                    let ended = how == BodyEnd::Complete && self.body_bytes > 0;
-                    if ended || (how == BodyEnd::AgentGone && scanner.is_complete()) {
-                        let verdict = self.memory.finish(scanner, c, ended);
-                        c.document_end(verdict);
+        match &mut self.memory {
+            Memory::Matching(known) if how == BodyEnd::Complete && known.is_whole() => {
+                known.replay(c);
+                match (known.end(), &mut self.scan) {
+                    (End::Json(verdict), Scan::Json(_)) => c.document_end(*verdict),
+                    (End::Sse(at_end), Scan::Sse(framer)) => {
+                        framer.clone_from(at_end);
+                        framer.finish();
                     }
+                    _ => {}
                 }
             }
-            Scan::Sse(framer) => framer.finish(),
-            Scan::None => {
-                if how == BodyEnd::Complete
-                    && self.body_bytes > 0
-                    && (200..300).contains(&self.status)
-                {
-                    // A 2xx body that is neither JSON nor SSE.
-                    c.settle_open(Outcome::MalformedJson);
-                }
+            memory => {
+                memory.catch_up(&mut self.scan, c);
+                self.memory_end(how);
             }
         }
+        let c = &mut self.correlator;
         match how {
             BodyEnd::AgentGone => c.settle_open(Outcome::ClientCancelled),
             BodyEnd::Complete | BodyEnd::UpstreamError => {
@@ -641,32 +621,94 @@ impl Exchange {
             }
         }
     }
+
+    /// The body's end as the scanner or the framer reads it (a recorded body that ended
+    /// whole is remembered).
+    fn memory_end(&mut self, how: BodyEnd) {
+        let c = &mut self.correlator;
+        let recording = match std::mem::replace(&mut self.memory, Memory::None) {
+            Memory::Recording(recording) => Some(recording),
+            _ => None,
+        };
+        match &mut self.scan {
+            Scan::Json(scanner) => {
+                // A document already complete reached hyper whole: count it even if the
+                // agent left before the body's end was polled.
+                let ended = how == BodyEnd::Complete && self.body_bytes > 0;
+                if ended || (how == BodyEnd::AgentGone && scanner.is_complete()) {
+                    let verdict = match recording {
+                        Some(mut recording) => {
+                            let verdict = scanner.finish(&mut recording.sink(c));
+                            if ended {
+                                recording.finish(End::Json(verdict));
+                            }
+                            verdict
+                        }
+                        None => scanner.finish(c),
+                    };
+                    c.document_end(verdict);
+                }
+            }
+            Scan::Sse(framer) => {
+                if let Some(recording) = recording
+                    && how == BodyEnd::Complete
+                {
+                    recording.finish(End::Sse(framer.clone()));
+                }
+                framer.finish();
+            }
+            Scan::None => {
+                if how == BodyEnd::Complete
+                    && self.body_bytes > 0
+                    && (200..300).contains(&self.status)
+                {
+                    // A 2xx body that is neither JSON nor SSE.
+                    c.settle_open(Outcome::MalformedJson);
+                }
+            }
+        }
+    }
+}
+
+// === impl Scan ===
+
+impl Scan {
+    #[inline]
+    fn feed<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) {
+        match self {
+            Scan::Json(scanner) => scanner.feed(chunk, sink),
+            Scan::Sse(framer) => framer.feed(chunk, sink),
+            Scan::None => {}
+        }
+    }
 }
 
 // === impl Memory ===
 
 impl Memory {
-    /// A chunk of a list answer: compared while the body matches the remembered one; scanned
-    /// (and recorded) from where it stops matching.
-    fn feed(&mut self, scanner: &mut JsonScanner, chunk: &[u8], sink: &mut Correlator) {
+    /// A chunk of a list answer: compared while the body matches the remembered one (what
+    /// was read by now handed on); read (and recorded) from where it stops matching.
+    fn feed(&mut self, scan: &mut Scan, chunk: &[u8], sink: &mut Correlator) {
         if let Memory::Matching(known) = self {
             if known.matches(chunk) {
+                known.replay(sink);
                 return;
             }
-            self.catch_up(scanner, sink);
+            self.catch_up(scan, sink);
         }
         match self {
             Memory::Recording(recording) => {
                 recording.push(chunk);
-                scanner.feed(chunk, &mut recording.sink(sink));
+                scan.feed(chunk, &mut recording.sink(sink));
             }
-            _ => scanner.feed(chunk, sink),
+            _ => scan.feed(chunk, sink),
         }
     }
 
-    /// A body that no longer matches, or ended before the remembered one did: the scanner
-    /// reads what matched so far (the body's own bytes), recorded, and goes on from there.
-    fn catch_up(&mut self, scanner: &mut JsonScanner, sink: &mut Correlator) {
+    /// A body that no longer matches, or ended before the remembered one did: the classifier
+    /// reads what matched so far (the body's own bytes), recorded, the calls handed on
+    /// already not handed again, and goes on from there.
+    fn catch_up(&mut self, scan: &mut Scan, sink: &mut Correlator) {
         if !matches!(self, Memory::Matching(_)) {
             return;
         }
@@ -675,28 +717,9 @@ impl Memory {
         };
         let mut recording = Box::new(Recording::new(known.follows_tool_entries()));
         recording.push(known.prefix());
-        scanner.feed(known.prefix(), &mut recording.sink(sink));
+        let mut skipping = Skipping::new(known.replayed(), sink);
+        scan.feed(known.prefix(), &mut recording.sink(&mut skipping));
         *self = Memory::Recording(recording);
-    }
-
-    /// The scanner's verdict at the body's end; a body recorded and `ended` whole is
-    /// remembered.
-    fn finish(
-        &mut self,
-        scanner: &mut JsonScanner,
-        sink: &mut Correlator,
-        ended: bool,
-    ) -> Result<Document, Malformed> {
-        match std::mem::replace(self, Memory::None) {
-            Memory::Recording(mut recording) => {
-                let verdict = scanner.finish(&mut recording.sink(sink));
-                if ended {
-                    recording.finish(verdict);
-                }
-                verdict
-            }
-            _ => scanner.finish(sink),
-        }
     }
 }
 

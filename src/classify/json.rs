@@ -164,6 +164,7 @@ enum Dest {
 
 /// The scanner. Under 1 KiB inline (a response scanner allocates nothing; a request
 /// scanner, one box of request fields when made); no allocation while scanning.
+#[derive(Clone)]
 pub struct JsonScanner {
     state: State,
     /// Bit i set: the container at depth i+1 is an object.

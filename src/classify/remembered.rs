@@ -6,13 +6,16 @@
 //! list changes, and every new session asks for it. On a large server it is megabytes of
 //! input schemas: tokens every few bytes, the costliest body strata classifies per byte.
 //!
-//! What the JSON scanner makes of a body depends on its bytes alone, whatever the chunks (the
-//! classifier's tests cut every body at every offset), and on one setting: whether it follows
-//! tool entries. It hands its sink messages and tool entries, and ends with the document's
-//! verdict. So a body equal byte for byte to one scanned before, with the same setting, is
-//! classified by handing the sink what it was handed then. Every byte is still read: compared
-//! with the byte at the same offset of a body the scanner validated. A body that differs
-//! anywhere, or ends early, is scanned from its first byte, as if nothing were remembered.
+//! What the JSON scanner and the SSE framer make of a body depends on its bytes alone, whatever
+//! the chunks (the classifier's tests cut every body at every offset), and on one setting:
+//! whether they follow tool entries. They hand their sink messages, tool entries and (SSE)
+//! events, and end in a state (a JSON document's verdict; the framer's event count and last
+//! event id). So a body equal byte for byte to one read before, with the same setting, is
+//! classified by handing the sink what it was handed then, each call once the body has come
+//! as far as it had when the call was made, and by ending in the same state. Every byte is
+//! still read: compared with the byte at the same offset of a body the classifier validated.
+//! A body that differs anywhere, or ends early, is read from its first byte, the calls already
+//! handed on not handed again, as if nothing were remembered.
 //!
 //! One answer per thread (strata's workers each run one), at most [`MAX_BYTES`] of it; a
 //! list answer that differs from the remembered one replaces it once scanned whole.
@@ -20,41 +23,58 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::capture::{Envelope, ToolEntry};
+use super::capture::{Captured, Envelope, ToolEntry};
+use super::exchange::ContentKind;
 use super::json::{Document, Malformed, MessageSink};
+use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
 
-/// Smaller answers are scanned every time: their scan costs about what keeping them would.
+/// Smaller answers are read every time: reading them costs about what keeping them would.
 pub(super) const MIN_BYTES: usize = 16 * 1024;
 /// Larger answers are not kept (a thread holds at most this much).
 pub(super) const MAX_BYTES: usize = 8 << 20;
-/// Answers whose scanner handed out more than this many messages and tool entries are not
-/// kept (each is held as a copy, up to a few hundred bytes).
+/// Answers whose classifier made more than this many calls on its sink are not kept (each
+/// is held as a copy, up to a few hundred bytes).
 const MAX_EVENTS: usize = 16 * 1024;
 
 thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
 }
 
-/// A body the scanner read whole, and what it handed its sink.
+/// A body read whole, and what its classifier handed its sink.
 pub(super) struct Remembered {
     body: Box<[u8]>,
     follow_tool_entries: bool,
-    events: Box<[Event]>,
-    document: Result<Document, Malformed>,
+    /// Each call on the sink, with the body's length when it was made: never more than the
+    /// bytes its classifier needs to make it, so never early in a body that matches.
+    events: Box<[(usize, Event)]>,
+    end: End,
 }
 
-/// One call the scanner made on its sink.
+/// How the classifier stood at the body's end.
+pub(super) enum End {
+    /// The JSON document's verdict.
+    Json(Result<Document, Malformed>),
+    /// The SSE framer as the body's last byte left it (its event count, its last event id).
+    Sse(Box<SseFramer>),
+}
+
+/// One call the classifier made on its sink.
 enum Event {
     Message(Box<Envelope>),
     ToolEntry(ToolEntry),
+    Sse(EventData, Option<Box<Captured<MAX_EVENT_ID>>>),
 }
 
-/// The thread's remembered answer, when it was scanned with the same setting.
-pub(super) fn last(follow_tool_entries: bool) -> Option<Arc<Remembered>> {
+/// The thread's remembered answer, when it was read as `kind` with the same setting.
+pub(super) fn last(kind: ContentKind, follow_tool_entries: bool) -> Option<Arc<Remembered>> {
     LAST.try_with(|last| last.borrow().clone())
         .ok()
         .flatten()
         .filter(|known| known.follow_tool_entries == follow_tool_entries)
+        .filter(|known| match known.end {
+            End::Json(_) => kind == ContentKind::Json,
+            End::Sse(_) => kind == ContentKind::Sse,
+        })
 }
 
 fn keep(known: Remembered) {
@@ -66,14 +86,20 @@ pub(super) struct Matching {
     known: Arc<Remembered>,
     /// Bytes compared and equal so far.
     len: usize,
+    /// Calls handed on so far.
+    replayed: usize,
 }
 
 impl Matching {
     pub(super) fn new(known: Arc<Remembered>) -> Matching {
-        Matching { known, len: 0 }
+        Matching {
+            known,
+            len: 0,
+            replayed: 0,
+        }
     }
 
-    /// The setting the remembered body was scanned with.
+    /// The setting the remembered body was read with.
     pub(super) fn follows_tool_entries(&self) -> bool {
         self.known.follow_tool_entries
     }
@@ -94,31 +120,42 @@ impl Matching {
         &self.known.body[..self.len]
     }
 
+    /// Calls handed on so far: the first calls reading [`Self::prefix`] makes.
+    pub(super) fn replayed(&self) -> usize {
+        self.replayed
+    }
+
     /// The whole remembered body has arrived, and nothing else.
     pub(super) fn is_whole(&self) -> bool {
         self.len == self.known.body.len()
     }
 
-    /// Hands `sink` what the scanner handed its own for this body; the document's verdict.
-    pub(super) fn replay<S: MessageSink + ?Sized>(
-        &self,
-        sink: &mut S,
-    ) -> Result<Document, Malformed> {
-        for event in &self.known.events {
+    /// Hands `sink` the calls the classifier had made by this far into the body.
+    pub(super) fn replay<S: SseSink + ?Sized>(&mut self, sink: &mut S) {
+        for (at, event) in &self.known.events[self.replayed..] {
+            if *at > self.len {
+                break;
+            }
+            self.replayed += 1;
             match event {
                 Event::Message(envelope) => sink.message(envelope),
                 Event::ToolEntry(entry) => sink.tool_entry(entry),
+                Event::Sse(data, id) => sink.event(*data, id.as_deref()),
             }
         }
-        self.known.document
+    }
+
+    /// How the classifier stood at the remembered body's end.
+    pub(super) fn end(&self) -> &End {
+        &self.known.end
     }
 }
 
-/// A list answer being scanned, kept with what the scanner hands its sink, to be remembered
+/// A list answer being read, kept with what its classifier hands the sink, to be remembered
 /// once it ends whole.
 pub(super) struct Recording {
     body: Vec<u8>,
-    events: Vec<Event>,
+    events: Vec<(usize, Event)>,
     follow_tool_entries: bool,
     /// Past [`MAX_BYTES`] or [`MAX_EVENTS`]: not to be kept.
     over: bool,
@@ -147,18 +184,16 @@ impl Recording {
     }
 
     /// A sink that hands everything to `inner` and keeps a copy.
-    pub(super) fn sink<'a, S: MessageSink + ?Sized>(
-        &'a mut self,
-        inner: &'a mut S,
-    ) -> RecordingSink<'a, S> {
+    pub(super) fn sink<'a, S: ?Sized>(&'a mut self, inner: &'a mut S) -> RecordingSink<'a, S> {
         RecordingSink {
             recording: self,
             inner,
         }
     }
 
-    /// The body ended whole with this verdict: remembered, when within the bounds.
-    pub(super) fn finish(self, document: Result<Document, Malformed>) {
+    /// The body ended whole, its classifier standing at `end`: remembered, when within the
+    /// bounds.
+    pub(super) fn finish(self, end: End) {
         if self.over || self.body.len() < MIN_BYTES {
             return;
         }
@@ -166,7 +201,7 @@ impl Recording {
             body: self.body.into_boxed_slice(),
             follow_tool_entries: self.follow_tool_entries,
             events: self.events.into_boxed_slice(),
-            document,
+            end,
         });
     }
 
@@ -178,7 +213,7 @@ impl Recording {
             self.give_up();
             return;
         }
-        self.events.push(event());
+        self.events.push((self.body.len(), event()));
     }
 
     fn give_up(&mut self) {
@@ -204,6 +239,56 @@ impl<S: MessageSink + ?Sized> MessageSink for RecordingSink<'_, S> {
     fn tool_entry(&mut self, entry: &ToolEntry) {
         self.recording.record(|| Event::ToolEntry(entry.clone()));
         self.inner.tool_entry(entry);
+    }
+}
+
+impl<S: SseSink + ?Sized> SseSink for RecordingSink<'_, S> {
+    fn event(&mut self, data: EventData, last_event_id: Option<&Captured<MAX_EVENT_ID>>) {
+        self.recording
+            .record(|| Event::Sse(data, last_event_id.map(|id| Box::new(id.clone()))));
+        self.inner.event(data, last_event_id);
+    }
+}
+
+/// A sink that drops the first calls (those a [`Matching`] handed on already) and hands on
+/// the rest.
+pub(super) struct Skipping<'a, S: ?Sized> {
+    left: usize,
+    inner: &'a mut S,
+}
+
+impl<'a, S: ?Sized> Skipping<'a, S> {
+    pub(super) fn new(skip: usize, inner: &'a mut S) -> Self {
+        Skipping { left: skip, inner }
+    }
+
+    /// True when this call was handed on before.
+    fn skips(&mut self) -> bool {
+        let skip = self.left > 0;
+        self.left = self.left.saturating_sub(1);
+        skip
+    }
+}
+
+impl<S: MessageSink + ?Sized> MessageSink for Skipping<'_, S> {
+    fn message(&mut self, envelope: &Envelope) {
+        if !self.skips() {
+            self.inner.message(envelope);
+        }
+    }
+
+    fn tool_entry(&mut self, entry: &ToolEntry) {
+        if !self.skips() {
+            self.inner.tool_entry(entry);
+        }
+    }
+}
+
+impl<S: SseSink + ?Sized> SseSink for Skipping<'_, S> {
+    fn event(&mut self, data: EventData, last_event_id: Option<&Captured<MAX_EVENT_ID>>) {
+        if !self.skips() {
+            self.inner.event(data, last_event_id);
+        }
     }
 }
 

@@ -33,9 +33,22 @@ fn remembered_body() -> Option<Vec<u8>> {
     LAST.with(|last| last.borrow().as_ref().map(|known| known.body.to_vec()))
 }
 
-/// Everything an exchange says of `body` (in chunks of `step`) as the answer to `request`:
-/// its resolutions and, with `learn`, the tool hints.
-fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) -> String {
+/// `answer` as an SSE stream: a progress notification, then the answer.
+fn sse(answer: &str) -> String {
+    let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+    format!("event: message\ndata: {progress}\n\nevent: message\ndata: {answer}\n\n")
+}
+
+/// Everything an exchange says of `body` (`kind`, in chunks of `step`) as the answer to
+/// `request`: its resolutions, its SSE events and, with `learn`, the tool hints.
+fn classify_as(
+    kind: ContentKind,
+    request: &str,
+    body: &[u8],
+    step: usize,
+    end: BodyEnd,
+    learn: bool,
+) -> String {
     let mut inspector = RequestInspector::new();
     inspector.feed(request.as_bytes(), usize::MAX);
     let found = inspector.finish();
@@ -43,7 +56,7 @@ fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) 
     if learn {
         ex.learn_tools();
     }
-    ex.response_head(200, ContentKind::Json);
+    ex.response_head(200, kind);
     for chunk in body.chunks(step) {
         ex.data(chunk);
     }
@@ -53,7 +66,11 @@ fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) 
         .iter()
         .map(|h| format!("{}:{}:{}", h.name, h.read_only, h.idempotent))
         .collect();
-    format!("{resolutions:?} {hints:?}")
+    format!("{resolutions:?} {} {hints:?}", ex.sse_events())
+}
+
+fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) -> String {
+    classify_as(ContentKind::Json, request, body, step, end, learn)
 }
 
 fn outcome(request: &str, body: &[u8]) -> Outcome {
@@ -76,7 +93,7 @@ fn remember_as_malformed(body: &[u8], follow_tool_entries: bool) {
         body: body.into(),
         follow_tool_entries,
         events: Box::new([]),
-        document: Err(Malformed::Syntax),
+        end: End::Json(Err(Malformed::Syntax)),
     });
 }
 
@@ -135,16 +152,11 @@ fn only_an_answer_equal_to_the_remembered_one_is_judged_by_it() {
     forget();
 }
 
-#[test]
-fn remembered_or_not_every_body_gets_what_a_scan_gives() {
-    let answer = list_answer(150);
+/// The answers compared with a remembered one: itself, and itself cut, lengthened, with a
+/// byte changed at six places, another id, an error.
+fn candidates(answer: &str) -> Vec<Vec<u8>> {
     let body = answer.as_bytes();
     let len = body.len();
-    let flipped = |at: usize, to: u8| {
-        let mut b = body.to_vec();
-        b[at] = to;
-        b
-    };
     let mut bodies: Vec<Vec<u8>> = vec![
         body.to_vec(),
         format!("{answer} ").into_bytes(),
@@ -161,31 +173,116 @@ fn remembered_or_not_every_body_gets_what_a_scan_gives() {
             .into_bytes(),
     ];
     for at in [0, 25, len / 3, len / 2, len - 2, len - 1] {
-        for to in [b'x', b'"', b'}', b'\\', 0x80] {
-            bodies.push(flipped(at, to));
+        for to in [b'x', b'"', b'}', b'\\', b'\n', 0x80] {
+            let mut changed = body.to_vec();
+            changed[at] = to;
+            bodies.push(changed);
         }
     }
-    for (k, candidate) in bodies.iter().enumerate() {
-        for end in [
-            BodyEnd::Complete,
-            BodyEnd::UpstreamError,
-            BodyEnd::AgentGone,
-        ] {
-            for learn in [false, true] {
-                for step in [997, 4096, len + 1] {
-                    forget();
-                    let scanned = classify(LIST, candidate, step, end, learn);
-                    classify(LIST, body, 4096, BodyEnd::Complete, learn);
-                    assert_eq!(remembered_body().as_deref(), Some(body), "remembered");
-                    let judged = classify(LIST, candidate, step, end, learn);
-                    assert_eq!(
-                        judged, scanned,
-                        "body {k}, {end:?}, learn {learn}, step {step}"
-                    );
+    bodies
+}
+
+#[test]
+fn remembered_or_not_every_body_gets_what_a_scan_gives() {
+    let answer = list_answer(150);
+    let stream = sse(&answer);
+    let kinds = [
+        (ContentKind::Json, answer.as_str()),
+        (ContentKind::Sse, stream.as_str()),
+    ];
+    for (kind, primer) in kinds {
+        for (k, candidate) in candidates(primer).iter().enumerate() {
+            for end in [
+                BodyEnd::Complete,
+                BodyEnd::UpstreamError,
+                BodyEnd::AgentGone,
+            ] {
+                for learn in [false, true] {
+                    for step in [997, 4096, primer.len() + 1] {
+                        forget();
+                        let scanned = classify_as(kind, LIST, candidate, step, end, learn);
+                        classify_as(
+                            kind,
+                            LIST,
+                            primer.as_bytes(),
+                            4096,
+                            BodyEnd::Complete,
+                            learn,
+                        );
+                        assert_eq!(remembered_body().as_deref(), Some(primer.as_bytes()));
+                        let judged = classify_as(kind, LIST, candidate, step, end, learn);
+                        assert_eq!(
+                            judged, scanned,
+                            "{kind:?} body {k}, {end:?}, learn {learn}, step {step}"
+                        );
+                    }
                 }
             }
         }
     }
+    // Remembered as one kind, the same bytes as the other are read.
+    for (kind, primer) in kinds {
+        let other = match kind {
+            ContentKind::Json => ContentKind::Sse,
+            _ => ContentKind::Json,
+        };
+        forget();
+        let scanned = classify_as(
+            other,
+            LIST,
+            primer.as_bytes(),
+            4096,
+            BodyEnd::Complete,
+            false,
+        );
+        classify_as(
+            kind,
+            LIST,
+            primer.as_bytes(),
+            4096,
+            BodyEnd::Complete,
+            false,
+        );
+        let judged = classify_as(
+            other,
+            LIST,
+            primer.as_bytes(),
+            4096,
+            BodyEnd::Complete,
+            false,
+        );
+        assert_eq!(judged, scanned, "remembered as {kind:?}");
+    }
+    forget();
+}
+
+/// On SSE the answer's verdict is handed on as the stream reaches it, not at the stream's
+/// end (a server may hold the stream open after it).
+#[test]
+fn a_remembered_stream_settles_its_call_as_it_arrives() {
+    forget();
+    let stream = sse(&list_answer(150));
+    classify_as(
+        ContentKind::Sse,
+        LIST,
+        stream.as_bytes(),
+        4096,
+        BodyEnd::Complete,
+        false,
+    );
+    assert_eq!(remembered_body().as_deref(), Some(stream.as_bytes()));
+    let mut inspector = RequestInspector::new();
+    inspector.feed(LIST.as_bytes(), usize::MAX);
+    let mut ex = Exchange::new(inspector.finish().requests, false);
+    ex.response_head(200, ContentKind::Sse);
+    let (most, last) = stream.as_bytes().split_at(stream.len() - 100);
+    ex.data(most);
+    assert!(!ex.all_settled(), "before the answer's end");
+    ex.data(last);
+    assert!(
+        ex.all_settled(),
+        "at the answer's end, the stream still open"
+    );
     forget();
 }
 
@@ -237,6 +334,6 @@ fn small_batched_and_other_answers_are_not_remembered() {
         batch: false,
         messages: 1,
     });
-    recording.finish(document);
+    recording.finish(End::Json(document));
     assert_eq!(remembered_body(), None, "past the bound");
 }

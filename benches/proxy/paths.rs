@@ -160,6 +160,14 @@ fn paths() -> Vec<PathSpec> {
             Agent::H1,
             None,
         ),
+        path(
+            "tools/list 4m changing",
+            "/tools_list?changing=1",
+            &Bytes::from_static(TOOLS_LIST),
+            Front::Plain,
+            Agent::H1,
+            None,
+        ),
     ]
 }
 

@@ -13,6 +13,8 @@
 //! - `/hold`: SSE, one progress notification, then silence until the agent leaves;
 //! - `/tools_list`: a `tools/list` result of [`TOOLS_LIST_BYTES`] (thousands of tools, each with
 //!   a description and an input schema), `application/json`, with Content-Length;
+//! - `/tools_list?changing=1`: the same list, each answer ending in a cursor of its own
+//!   (`"nextCursor"` and a count), so that no two answers are equal;
 //! - `/flaky`: 503 with `Retry-After: 0` the first time a call's `Idempotency-Key` arrives, the
 //!   `/json` result when it arrives again (and for a call without a key): every keyed call
 //!   succeeds only if the proxy re-sends it.
@@ -75,6 +77,17 @@ fn tools_list() -> Bytes {
         Bytes::from(out)
     })
     .clone()
+}
+
+/// `/tools_list` with a cursor of its own at the end: the list without its closing `}}`,
+/// then `,"nextCursor":"…"}}` with the count of answers made so far (fixed width).
+fn changing_tools_list() -> Reply {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let list = tools_list();
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let head = list.slice(..list.len() - 2);
+    let tail = Bytes::from(format!(r#","nextCursor":"{n:020}"}}}}"#));
+    Reply::Pair(Some(head), Some(tail))
 }
 
 /// Serves until the process is killed; prints the bound address on stdout first.
@@ -164,6 +177,9 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
             )
         }
         "/hold" => ("text/event-stream", Reply::Hold { sent: false }),
+        "/tools_list" if param(&query, "changing") == Some(1) => {
+            ("application/json", changing_tools_list())
+        }
         "/tools_list" => ("application/json", Reply::Fixed(Some(tools_list()))),
         _ => (
             "application/json",
@@ -221,6 +237,8 @@ fn param(query: &str, name: &str) -> Option<u64> {
 /// The response bodies, each made of bytes built once (the `tick` events excepted).
 enum Reply {
     Fixed(Option<Bytes>),
+    /// Two frames, one after the other.
+    Pair(Option<Bytes>, Option<Bytes>),
     Frames(&'static [&'static [u8]]),
     Big {
         /// 0: prefix next; 1: text; 2: suffix; 3: done.
@@ -284,6 +302,12 @@ impl Body for Reply {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Reply::Fixed(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Reply::Pair(first, second) => Poll::Ready(
+                first
+                    .take()
+                    .or_else(|| second.take())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
             Reply::Frames(left) => match left.split_first() {
                 Some((first, rest)) => {
                     *left = rest;
@@ -342,6 +366,7 @@ impl Body for Reply {
     fn is_end_stream(&self) -> bool {
         match self {
             Reply::Fixed(bytes) => bytes.is_none(),
+            Reply::Pair(first, second) => first.is_none() && second.is_none(),
             Reply::Frames(left) => left.is_empty(),
             Reply::Big { stage, .. } => *stage == 3,
             _ => false,
@@ -352,6 +377,10 @@ impl Body for Reply {
         match self {
             Reply::Fixed(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Reply::Fixed(None) => SizeHint::with_exact(0),
+            Reply::Pair(first, second) => {
+                let len = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len) as u64;
+                SizeHint::with_exact(len(first) + len(second))
+            }
             Reply::Big {
                 stage: 0, total, ..
             } => SizeHint::with_exact(*total),

@@ -514,7 +514,7 @@ impl Exchange {
         let follow = c.tools.is_some();
         match remembered::last(content, follow) {
             Some(known) => Memory::Matching(Box::new(Matching::new(known))),
-            None => Memory::Recording(Box::new(Recording::new(follow))),
+            None => Memory::recording(follow),
         }
     }
 
@@ -715,11 +715,23 @@ impl Memory {
         let Memory::Matching(known) = std::mem::replace(self, Memory::None) else {
             return;
         };
-        let mut recording = Box::new(Recording::new(known.follows_tool_entries()));
-        recording.push(known.prefix());
         let mut skipping = Skipping::new(known.replayed(), sink);
-        scan.feed(known.prefix(), &mut recording.sink(&mut skipping));
-        *self = Memory::Recording(recording);
+        *self = Memory::recording(known.follows_tool_entries());
+        match self {
+            Memory::Recording(recording) => {
+                recording.push(known.prefix());
+                scan.feed(known.prefix(), &mut recording.sink(&mut skipping));
+            }
+            _ => scan.feed(known.prefix(), &mut skipping),
+        }
+    }
+
+    /// A recording, unless the thread has one open (then nothing is remembered of this body).
+    fn recording(follow_tool_entries: bool) -> Memory {
+        match Recording::start(follow_tool_entries) {
+            Some(recording) => Memory::Recording(Box::new(recording)),
+            None => Memory::None,
+        }
     }
 }
 

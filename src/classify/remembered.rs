@@ -18,9 +18,12 @@
 //! handed on not handed again, as if nothing were remembered.
 //!
 //! One answer per thread (strata's workers each run one), at most [`MAX_BYTES`] of it; a
-//! list answer that differs from the remembered one replaces it once scanned whole.
+//! list answer that differs from the remembered one replaces it once read whole. A thread
+//! copies one answer at a time to remember it: many list answers in flight at once (many
+//! sessions starting) hold one copy, not one each, and the others are read as if nothing
+//! were remembered.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use super::capture::{Captured, Envelope, ToolEntry};
@@ -38,6 +41,8 @@ const MAX_EVENTS: usize = 16 * 1024;
 
 thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
+    /// A [`Recording`] of this thread's is open.
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A body read whole, and what its classifier handed its sink.
@@ -162,13 +167,17 @@ pub(super) struct Recording {
 }
 
 impl Recording {
-    pub(super) fn new(follow_tool_entries: bool) -> Recording {
-        Recording {
+    /// A recording, unless this thread has one open.
+    pub(super) fn start(follow_tool_entries: bool) -> Option<Recording> {
+        let free = RECORDING
+            .try_with(|open| !open.replace(true))
+            .unwrap_or(false);
+        free.then(|| Recording {
             body: Vec::new(),
             events: Vec::new(),
             follow_tool_entries,
             over: false,
-        }
+        })
     }
 
     /// The next bytes of the body.
@@ -193,14 +202,14 @@ impl Recording {
 
     /// The body ended whole, its classifier standing at `end`: remembered, when within the
     /// bounds.
-    pub(super) fn finish(self, end: End) {
+    pub(super) fn finish(mut self, end: End) {
         if self.over || self.body.len() < MIN_BYTES {
             return;
         }
         keep(Remembered {
-            body: self.body.into_boxed_slice(),
+            body: std::mem::take(&mut self.body).into_boxed_slice(),
             follow_tool_entries: self.follow_tool_entries,
-            events: self.events.into_boxed_slice(),
+            events: std::mem::take(&mut self.events).into_boxed_slice(),
             end,
         });
     }
@@ -220,6 +229,12 @@ impl Recording {
         self.over = true;
         self.body = Vec::new();
         self.events = Vec::new();
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = RECORDING.try_with(|open| open.set(false));
     }
 }
 

@@ -326,7 +326,7 @@ fn small_batched_and_other_answers_are_not_remembered() {
         false,
     );
     assert_eq!(remembered_body(), None, "a batch");
-    let mut recording = Recording::new(false);
+    let mut recording = Recording::start(false).expect("no recording open");
     for _ in 0..=MAX_BYTES / (1 << 20) {
         recording.push(&[b' '; 1 << 20]);
     }
@@ -336,4 +336,45 @@ fn small_batched_and_other_answers_are_not_remembered() {
     });
     recording.finish(End::Json(document));
     assert_eq!(remembered_body(), None, "past the bound");
+}
+
+/// A thread copies one answer at a time: an answer arriving while another is recorded is
+/// read as if nothing were remembered, and the thread records again once that one is done.
+#[test]
+fn one_answer_at_a_time_is_recorded() {
+    forget();
+    let first = list_answer(150);
+    let second = list_answer(160);
+    let exchange = || {
+        let mut inspector = RequestInspector::new();
+        inspector.feed(LIST.as_bytes(), usize::MAX);
+        let mut ex = Exchange::new(inspector.finish().requests, false);
+        ex.response_head(200, ContentKind::Json);
+        ex
+    };
+    let (mut a, mut b) = (exchange(), exchange());
+    a.data(first.as_bytes());
+    b.data(second.as_bytes());
+    for ex in [&mut a, &mut b] {
+        let ended = ex.end(BodyEnd::Complete).into_vec();
+        assert!(matches!(ended.as_slice(),
+            [(_, _, Resolution::Final(v))] if v.outcome == Outcome::Success));
+    }
+    assert_eq!(
+        remembered_body().as_deref(),
+        Some(first.as_bytes()),
+        "the first"
+    );
+    drop((a, b));
+    // Left mid-body: its recording is dropped, and the next answer is recorded.
+    let mut left = exchange();
+    left.data(&second.as_bytes()[..1000]);
+    drop(left);
+    classify(LIST, second.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(
+        remembered_body().as_deref(),
+        Some(second.as_bytes()),
+        "the next"
+    );
+    forget();
 }

@@ -69,6 +69,18 @@ fn classify_as(
     format!("{resolutions:?} {} {hints:?}", ex.sse_events())
 }
 
+/// Reads `answer` whole as the answer to a tools/list: the thread remembers it.
+fn remember(kind: ContentKind, answer: &str, learn: bool) {
+    classify_as(
+        kind,
+        LIST,
+        answer.as_bytes(),
+        4096,
+        BodyEnd::Complete,
+        learn,
+    );
+}
+
 fn classify(request: &str, body: &[u8], step: usize, end: BodyEnd, learn: bool) -> String {
     classify_as(ContentKind::Json, request, body, step, end, learn)
 }
@@ -201,14 +213,7 @@ fn remembered_or_not_every_body_gets_what_a_scan_gives() {
                     for step in [997, 4096, primer.len() + 1] {
                         forget();
                         let scanned = classify_as(kind, LIST, candidate, step, end, learn);
-                        classify_as(
-                            kind,
-                            LIST,
-                            primer.as_bytes(),
-                            4096,
-                            BodyEnd::Complete,
-                            learn,
-                        );
+                        remember(kind, primer, learn);
                         assert_eq!(remembered_body().as_deref(), Some(primer.as_bytes()));
                         let judged = classify_as(kind, LIST, candidate, step, end, learn);
                         assert_eq!(
@@ -226,32 +231,20 @@ fn remembered_or_not_every_body_gets_what_a_scan_gives() {
             ContentKind::Json => ContentKind::Sse,
             _ => ContentKind::Json,
         };
+        let read = || {
+            classify_as(
+                other,
+                LIST,
+                primer.as_bytes(),
+                4096,
+                BodyEnd::Complete,
+                false,
+            )
+        };
         forget();
-        let scanned = classify_as(
-            other,
-            LIST,
-            primer.as_bytes(),
-            4096,
-            BodyEnd::Complete,
-            false,
-        );
-        classify_as(
-            kind,
-            LIST,
-            primer.as_bytes(),
-            4096,
-            BodyEnd::Complete,
-            false,
-        );
-        let judged = classify_as(
-            other,
-            LIST,
-            primer.as_bytes(),
-            4096,
-            BodyEnd::Complete,
-            false,
-        );
-        assert_eq!(judged, scanned, "remembered as {kind:?}");
+        let scanned = read();
+        remember(kind, primer, false);
+        assert_eq!(read(), scanned, "remembered as {kind:?}");
     }
     forget();
 }

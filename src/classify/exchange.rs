@@ -18,11 +18,12 @@
 
 use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, ToolEntry};
 use super::envelope::{self, Request, ids_equal};
-use super::json::{Document, JsonScanner, Malformed, MessageSink};
+use super::json::{Document, Malformed, MessageSink};
 use super::outcome::Outcome;
-use super::remembered::{self, End, Matching, Recording, Skipping};
+use super::remembered::{self, End, Matching, Recording};
+use super::scan::Scan;
 use super::spare;
-use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
+use super::sse::{EventData, MAX_EVENT_ID, SseSink};
 use super::tool_hints::{ToolHint, ToolHints};
 
 /// How the response body ended, as the proxy saw it.
@@ -114,12 +115,6 @@ struct Correlator {
     /// Boxed: only a tools/list exchange that collects them has any, and an exchange lives
     /// in every open stream's call tracker.
     tools: Option<Box<ToolHints>>,
-}
-
-enum Scan {
-    Json(Box<JsonScanner>),
-    Sse(Box<SseFramer>),
-    None,
 }
 
 /// A list answer compared with the thread's remembered one, or recorded to be remembered
@@ -436,6 +431,8 @@ impl Exchange {
     /// the scanner reads what matched so far, and nothing more is compared or recorded.
     fn memory_before_setting(&mut self) {
         if self.body_bytes == 0 {
+            // The old recording, if any, frees the thread's slot for the new one first.
+            self.memory = Memory::None;
             self.memory = self.memory_for_answer(self.content);
         } else {
             self.memory.catch_up(&mut self.scan, &mut self.correlator);
@@ -670,59 +667,40 @@ impl Exchange {
     }
 }
 
-// === impl Scan ===
-
-impl Scan {
-    #[inline]
-    fn feed<S: SseSink + ?Sized>(&mut self, chunk: &[u8], sink: &mut S) {
-        match self {
-            Scan::Json(scanner) => scanner.feed(chunk, sink),
-            Scan::Sse(framer) => framer.feed(chunk, sink),
-            Scan::None => {}
-        }
-    }
-}
-
 // === impl Memory ===
 
 impl Memory {
     /// A chunk of a list answer: compared while the body matches the remembered one (what
-    /// was read by now handed on); read (and recorded) from where it stops matching.
-    fn feed(&mut self, scan: &mut Scan, chunk: &[u8], sink: &mut Correlator) {
+    /// was read by now handed on); read (and recorded) from the byte where it stops
+    /// matching.
+    fn feed(&mut self, scan: &mut Scan, mut chunk: &[u8], sink: &mut Correlator) {
         if let Memory::Matching(known) = self {
-            if known.matches(chunk) {
-                known.replay(sink);
+            let equal = known.compare(chunk);
+            known.replay(sink);
+            if equal == chunk.len() {
                 return;
             }
             self.catch_up(scan, sink);
+            chunk = &chunk[equal..];
         }
         match self {
-            Memory::Recording(recording) => {
-                recording.push(chunk);
-                scan.feed(chunk, &mut recording.sink(sink));
-            }
+            Memory::Recording(recording) => recording.feed(scan, chunk, sink),
             _ => scan.feed(chunk, sink),
         }
     }
 
     /// A body that no longer matches, or ended before the remembered one did: the classifier
-    /// reads what matched so far (the body's own bytes), recorded, the calls handed on
-    /// already not handed again, and goes on from there.
+    /// reads what matched so far (the body's own bytes) from the last point of the
+    /// remembered read within them, recorded, and goes on from there
+    /// ([`Matching::resume`]).
     fn catch_up(&mut self, scan: &mut Scan, sink: &mut Correlator) {
-        if !matches!(self, Memory::Matching(_)) {
-            return;
-        }
-        let Memory::Matching(known) = std::mem::replace(self, Memory::None) else {
-            return;
-        };
-        let mut skipping = Skipping::new(known.replayed(), sink);
-        *self = Memory::recording(known.follows_tool_entries());
-        match self {
-            Memory::Recording(recording) => {
-                recording.push(known.prefix());
-                scan.feed(known.prefix(), &mut recording.sink(&mut skipping));
+        match std::mem::replace(self, Memory::None) {
+            Memory::Matching(known) => {
+                if let Some(recording) = known.resume(scan, sink) {
+                    *self = Memory::Recording(recording);
+                }
             }
-            _ => scan.feed(known.prefix(), &mut skipping),
+            other => *self = other,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod json;
 mod outcome;
 mod remembered;
 pub mod request;
+mod scan;
 mod spare;
 pub mod sse;
 pub mod tool_hints;

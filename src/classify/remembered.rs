@@ -14,8 +14,13 @@
 //! classified by handing the sink what it was handed then, each call once the body has come
 //! as far as it had when the call was made, and by ending in the same state. Every byte is
 //! still read: compared with the byte at the same offset of a body the classifier validated.
-//! A body that differs anywhere, or ends early, is read from its first byte, the calls already
-//! handed on not handed again, as if nothing were remembered.
+//! A body that differs anywhere, or ends early, is read as if nothing were remembered, the
+//! calls already handed on not handed again. It is read from the last checkpoint within the
+//! bytes that matched: the remembered read kept a copy of its reader every
+//! [`CHECKPOINT_EVERY`] bytes, with the count of calls made by then, and what a reader makes
+//! of the bytes after an offset depends only on where it stood there. So a list that changes
+//! near its end (a cursor, a tool added last) costs the compare and a short read, not a read
+//! of the whole body.
 //!
 //! One answer per thread (strata's workers each run one), at most [`MAX_BYTES`] of it; a
 //! list answer that differs from the remembered one replaces it once read whole. A thread
@@ -29,6 +34,7 @@ use std::sync::Arc;
 use super::capture::{Captured, Envelope, ToolEntry};
 use super::exchange::ContentKind;
 use super::json::{Document, Malformed, MessageSink};
+use super::scan::Scan;
 use super::sse::{EventData, MAX_EVENT_ID, SseFramer, SseSink};
 
 /// Smaller answers are read every time: reading them costs about what keeping them would.
@@ -38,6 +44,10 @@ pub(super) const MAX_BYTES: usize = 8 << 20;
 /// Answers whose classifier made more than this many calls on its sink are not kept (each
 /// is held as a copy, up to a few hundred bytes).
 const MAX_EVENTS: usize = 16 * 1024;
+/// Bytes between two checkpoints of a recorded answer: a copy of the reader (about 1 KiB for
+/// JSON, 2 for SSE) per 64 KiB. Tests take one every 4 KiB, so that their bodies of tens of
+/// KiB are resumed from many offsets.
+const CHECKPOINT_EVERY: usize = if cfg!(test) { 4 * 1024 } else { 64 * 1024 };
 
 thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
@@ -52,7 +62,17 @@ pub(super) struct Remembered {
     /// Each call on the sink, with the body's length when it was made: never more than the
     /// bytes its classifier needs to make it, so never early in a body that matches.
     events: Box<[(usize, Event)]>,
+    /// In the order of their offsets.
+    checkpoints: Box<[Checkpoint]>,
     end: End,
+}
+
+/// The reader as it stood at a body offset, and the calls it had made by then.
+#[derive(Clone)]
+struct Checkpoint {
+    at: usize,
+    events: usize,
+    scan: Scan,
 }
 
 /// How the classifier stood at the body's end.
@@ -64,6 +84,7 @@ pub(super) enum End {
 }
 
 /// One call the classifier made on its sink.
+#[derive(Clone)]
 enum Event {
     Message(Box<Envelope>),
     ToolEntry(ToolEntry),
@@ -104,30 +125,56 @@ impl Matching {
         }
     }
 
-    /// The setting the remembered body was read with.
-    pub(super) fn follows_tool_entries(&self) -> bool {
-        self.known.follow_tool_entries
-    }
-
-    /// Compares the next chunk: true while everything so far equals the remembered body.
+    /// Compares the next chunk: how many of its first bytes equal the remembered body's at
+    /// this offset (all of them while the body matches).
     #[inline]
-    pub(super) fn matches(&mut self, chunk: &[u8]) -> bool {
-        let end = self.len + chunk.len();
-        let equal = self.known.body.get(self.len..end) == Some(chunk);
-        if equal {
-            self.len = end;
-        }
+    pub(super) fn compare(&mut self, chunk: &[u8]) -> usize {
+        let known = self.known.body.get(self.len..).unwrap_or_default();
+        let n = chunk.len().min(known.len());
+        let (new, old) = (&chunk[..n], &known[..n]);
+        let equal = if new == old {
+            n
+        } else {
+            common_prefix(new, old)
+        };
+        self.len += equal;
         equal
     }
 
-    /// The bytes compared equal so far (the body's own, as they arrived).
-    pub(super) fn prefix(&self) -> &[u8] {
-        &self.known.body[..self.len]
-    }
-
-    /// Calls handed on so far: the first calls reading [`Self::prefix`] makes.
-    pub(super) fn replayed(&self) -> usize {
-        self.replayed
+    /// The body stopped matching, or ended before the remembered one did: `scan` stands
+    /// where the remembered read stood at its last checkpoint within the bytes that matched
+    /// (or at the start) and reads the rest of those bytes, the calls handed on already not
+    /// handed again. What it reads is recorded, the remembered read up to the checkpoint
+    /// taken over, unless the thread has a recording open; the recording, if any, goes on
+    /// with the body.
+    pub(super) fn resume<S: SseSink + ?Sized>(
+        self,
+        scan: &mut Scan,
+        sink: &mut S,
+    ) -> Option<Box<Recording>> {
+        let known = &self.known;
+        let checkpoint =
+            known.checkpoints[..known.checkpoints.partition_point(|c| c.at <= self.len)].last();
+        let (from, made) = match checkpoint {
+            Some(checkpoint) => {
+                scan.restore(&checkpoint.scan);
+                (checkpoint.at, checkpoint.events)
+            }
+            None => (0, 0),
+        };
+        let mut skipping = Skipping::new(self.replayed.saturating_sub(made), sink);
+        let rest = &known.body[from..self.len];
+        match Recording::start(known.follow_tool_entries) {
+            Some(mut recording) => {
+                recording.take_over(known, from, made);
+                recording.feed(scan, rest, &mut skipping);
+                Some(Box::new(recording))
+            }
+            None => {
+                scan.feed(rest, &mut skipping);
+                None
+            }
+        }
     }
 
     /// The whole remembered body has arrived, and nothing else.
@@ -156,11 +203,27 @@ impl Matching {
     }
 }
 
+/// The length of the bytes `a` and `b` begin with alike: a block compare to the first block
+/// that differs, then a byte loop in it.
+#[cold]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let mut equal = 0;
+    for (a, b) in a.chunks(BLOCK).zip(b.chunks(BLOCK)) {
+        if a != b {
+            return equal + a.iter().zip(b).take_while(|(a, b)| a == b).count();
+        }
+        equal += a.len();
+    }
+    equal
+}
+
 /// A list answer being read, kept with what its classifier hands the sink, to be remembered
 /// once it ends whole.
 pub(super) struct Recording {
     body: Vec<u8>,
     events: Vec<(usize, Event)>,
+    checkpoints: Vec<Checkpoint>,
     follow_tool_entries: bool,
     /// Past [`MAX_BYTES`] or [`MAX_EVENTS`]: not to be kept.
     over: bool,
@@ -175,16 +238,51 @@ impl Recording {
         free.then(|| Recording {
             body: Vec::new(),
             events: Vec::new(),
+            checkpoints: Vec::new(),
             follow_tool_entries,
             over: false,
         })
     }
 
-    /// The next bytes of the body.
-    pub(super) fn push(&mut self, chunk: &[u8]) {
-        if self.over {
-            return;
+    /// Begins with `known`'s first `from` bytes, read by the remembered read, and the first
+    /// `made` calls it made on them: `from` is a checkpoint's offset, the bytes up to it are
+    /// this body's too, and the reader resumes from that checkpoint.
+    fn take_over(&mut self, known: &Remembered, from: usize, made: usize) {
+        // The new body is most likely as long as the old one.
+        self.body.reserve_exact(known.body.len());
+        self.body.extend_from_slice(&known.body[..from]);
+        self.events.extend_from_slice(&known.events[..made]);
+        let kept = known.checkpoints.partition_point(|c| c.at <= from);
+        self.checkpoints
+            .extend_from_slice(&known.checkpoints[..kept]);
+    }
+
+    /// The next bytes of the body, read by `scan` and recorded, with a checkpoint at every
+    /// multiple of [`CHECKPOINT_EVERY`]. Past the bounds, read and not recorded.
+    pub(super) fn feed<S: SseSink + ?Sized>(
+        &mut self,
+        scan: &mut Scan,
+        mut chunk: &[u8],
+        sink: &mut S,
+    ) {
+        while !self.over && !chunk.is_empty() {
+            let room = CHECKPOINT_EVERY - self.body.len() % CHECKPOINT_EVERY;
+            let (piece, rest) = chunk.split_at(room.min(chunk.len()));
+            self.push(piece);
+            scan.feed(piece, &mut self.sink(sink));
+            if !self.over && self.body.len().is_multiple_of(CHECKPOINT_EVERY) {
+                self.checkpoints.push(Checkpoint {
+                    at: self.body.len(),
+                    events: self.events.len(),
+                    scan: scan.clone(),
+                });
+            }
+            chunk = rest;
         }
+        scan.feed(chunk, sink);
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
         if self.body.len() + chunk.len() > MAX_BYTES {
             self.give_up();
             return;
@@ -210,6 +308,7 @@ impl Recording {
             body: std::mem::take(&mut self.body).into_boxed_slice(),
             follow_tool_entries: self.follow_tool_entries,
             events: std::mem::take(&mut self.events).into_boxed_slice(),
+            checkpoints: std::mem::take(&mut self.checkpoints).into_boxed_slice(),
             end,
         });
     }
@@ -229,6 +328,7 @@ impl Recording {
         self.over = true;
         self.body = Vec::new();
         self.events = Vec::new();
+        self.checkpoints = Vec::new();
     }
 }
 

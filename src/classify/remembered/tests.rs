@@ -105,6 +105,7 @@ fn remember_as_malformed(body: &[u8], follow_tool_entries: bool) {
         body: body.into(),
         follow_tool_entries,
         events: Box::new([]),
+        checkpoints: Box::new([]),
         end: End::Json(Err(Malformed::Syntax)),
     });
 }
@@ -216,10 +217,17 @@ fn remembered_or_not_every_body_gets_what_a_scan_gives() {
                         remember(kind, primer, learn);
                         assert_eq!(remembered_body().as_deref(), Some(primer.as_bytes()));
                         let judged = classify_as(kind, LIST, candidate, step, end, learn);
-                        assert_eq!(
-                            judged, scanned,
-                            "{kind:?} body {k}, {end:?}, learn {learn}, step {step}"
-                        );
+                        let case =
+                            format!("{kind:?} body {k}, {end:?}, learn {learn}, step {step}");
+                        assert_eq!(judged, scanned, "{case}");
+                        if end != BodyEnd::Complete {
+                            continue;
+                        }
+                        // Remembered in place of the primer (what the primer's read made
+                        // up to the checkpoint taken over), it decides the same again.
+                        assert_eq!(remembered_body().as_deref(), Some(&candidate[..]), "{case}");
+                        let again = classify_as(kind, LIST, candidate, step, end, learn);
+                        assert_eq!(again, scanned, "{case}, again");
                     }
                 }
             }
@@ -369,5 +377,31 @@ fn one_answer_at_a_time_is_recorded() {
         Some(second.as_bytes()),
         "the next"
     );
+    forget();
+}
+
+/// A body that stops matching is read on from the last checkpoint within what matched, not
+/// from its first byte: with a byte before the first checkpoint of the remembered body made
+/// unreadable (what the remembered read made of the bytes kept), a body equal to it up to
+/// one more byte at the end is judged by what follows the last checkpoint.
+#[test]
+fn a_body_that_stops_matching_is_read_on_from_the_last_checkpoint() {
+    forget();
+    let answer = list_answer(150);
+    let mut unreadable = answer.clone().into_bytes();
+    unreadable[100] = 0x01;
+    let longer = [&unreadable[..], b" "].concat();
+    assert_eq!(outcome(LIST, &longer), Outcome::MalformedJson, "read whole");
+    remember(ContentKind::Json, &answer, false);
+    LAST.with(|last| {
+        let known = last.borrow_mut().take().expect("remembered");
+        let known = Arc::try_unwrap(known).ok().expect("held once");
+        assert!(known.checkpoints.len() > 2 && known.checkpoints[0].at > 100);
+        *last.borrow_mut() = Some(Arc::new(Remembered {
+            body: unreadable.into(),
+            ..known
+        }));
+    });
+    assert_eq!(outcome(LIST, &longer), Outcome::Success, "read on");
     forget();
 }

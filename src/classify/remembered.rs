@@ -26,7 +26,8 @@
 //! list answer that differs from the remembered one replaces it once read whole. A thread
 //! copies one answer at a time to remember it: many list answers in flight at once (many
 //! sessions starting) hold one copy, not one each, and the others are read as if nothing
-//! were remembered.
+//! were remembered. The buffer of the answer replaced is kept for the next copy ([`SPARE`]):
+//! a thread holds at most two answers' buffers.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -53,11 +54,16 @@ thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
     /// A [`Recording`] of this thread's is open.
     static RECORDING: Cell<bool> = const { Cell::new(false) };
+    /// The bytes of the last remembered answer (or recording) let go of, emptied: the next
+    /// recording reads into them rather than into fresh pages. A list that changes on every
+    /// call then goes back and forth between two buffers.
+    static SPARE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A body read whole, and what its classifier handed its sink.
 pub(super) struct Remembered {
-    body: Box<[u8]>,
+    /// Kept as read (not shrunk to its length: the buffer goes back to [`SPARE`]).
+    body: Vec<u8>,
     follow_tool_entries: bool,
     /// Each call on the sink, with the body's length when it was made: never more than the
     /// bytes its classifier needs to make it, so never early in a body that matches.
@@ -105,6 +111,23 @@ pub(super) fn last(kind: ContentKind, follow_tool_entries: bool) -> Option<Arc<R
 
 fn keep(known: Remembered) {
     let _ = LAST.try_with(|last| *last.borrow_mut() = Some(Arc::new(known)));
+}
+
+/// `body`'s buffer becomes the thread's spare, when larger than the one it has.
+fn spare(body: Vec<u8>) {
+    let _ = SPARE.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if body.capacity() > spare.capacity() {
+            *spare = body;
+            spare.clear();
+        }
+    });
+}
+
+impl Drop for Remembered {
+    fn drop(&mut self) {
+        spare(std::mem::take(&mut self.body));
+    }
 }
 
 /// A body compared with a remembered one as it arrives.
@@ -236,7 +259,7 @@ impl Recording {
             .try_with(|open| !open.replace(true))
             .unwrap_or(false);
         free.then(|| Recording {
-            body: Vec::new(),
+            body: SPARE.try_with(|spare| spare.take()).unwrap_or_default(),
             events: Vec::new(),
             checkpoints: Vec::new(),
             follow_tool_entries,
@@ -305,7 +328,7 @@ impl Recording {
             return;
         }
         keep(Remembered {
-            body: std::mem::take(&mut self.body).into_boxed_slice(),
+            body: std::mem::take(&mut self.body),
             follow_tool_entries: self.follow_tool_entries,
             events: std::mem::take(&mut self.events).into_boxed_slice(),
             checkpoints: std::mem::take(&mut self.checkpoints).into_boxed_slice(),
@@ -334,6 +357,7 @@ impl Recording {
 
 impl Drop for Recording {
     fn drop(&mut self) {
+        spare(std::mem::take(&mut self.body));
         let _ = RECORDING.try_with(|open| open.set(false));
     }
 }

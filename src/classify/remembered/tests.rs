@@ -29,6 +29,15 @@ fn forget() {
     LAST.with(|last| *last.borrow_mut() = None);
 }
 
+/// Where the remembered answer's bytes are.
+fn remembered_buffer() -> Option<usize> {
+    LAST.with(|last| {
+        last.borrow()
+            .as_ref()
+            .map(|known| known.body.as_ptr() as usize)
+    })
+}
+
 fn remembered_body() -> Option<Vec<u8>> {
     LAST.with(|last| last.borrow().as_ref().map(|known| known.body.to_vec()))
 }
@@ -294,8 +303,15 @@ fn a_changed_list_replaces_the_remembered_one() {
     let second = list_answer(160);
     classify(LIST, first.as_bytes(), 4096, BodyEnd::Complete, false);
     assert_eq!(remembered_body().as_deref(), Some(first.as_bytes()));
+    let first_buffer = remembered_buffer();
     classify(LIST, second.as_bytes(), 4096, BodyEnd::Complete, false);
     assert_eq!(remembered_body().as_deref(), Some(second.as_bytes()));
+    // The first answer's buffer, let go of, takes the next one that changes.
+    let third = list_answer(155);
+    classify(LIST, third.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body().as_deref(), Some(third.as_bytes()));
+    assert_eq!(remembered_buffer(), first_buffer, "read into the spare");
+    classify(LIST, second.as_bytes(), 4096, BodyEnd::Complete, false);
     // Cut short: not remembered, the whole one stays.
     classify(
         LIST,
@@ -395,12 +411,10 @@ fn a_body_that_stops_matching_is_read_on_from_the_last_checkpoint() {
     remember(ContentKind::Json, &answer, false);
     LAST.with(|last| {
         let known = last.borrow_mut().take().expect("remembered");
-        let known = Arc::try_unwrap(known).ok().expect("held once");
+        let mut known = Arc::try_unwrap(known).ok().expect("held once");
         assert!(known.checkpoints.len() > 2 && known.checkpoints[0].at > 100);
-        *last.borrow_mut() = Some(Arc::new(Remembered {
-            body: unreadable.into(),
-            ..known
-        }));
+        known.body = unreadable;
+        *last.borrow_mut() = Some(Arc::new(known));
     });
     assert_eq!(outcome(LIST, &longer), Outcome::Success, "read on");
     forget();

@@ -168,6 +168,14 @@ fn paths() -> Vec<PathSpec> {
             Agent::H1,
             None,
         ),
+        path(
+            "tools/list 4m changing at start",
+            "/tools_list?changing=start",
+            &Bytes::from_static(TOOLS_LIST),
+            Front::Plain,
+            Agent::H1,
+            None,
+        ),
     ]
 }
 

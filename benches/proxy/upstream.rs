@@ -15,6 +15,8 @@
 //!   a description and an input schema), `application/json`, with Content-Length;
 //! - `/tools_list?changing=1`: the same list, each answer ending in a cursor of its own
 //!   (`"nextCursor"` and a count), so that no two answers are equal;
+//! - `/tools_list?changing=start`: the same list with a count of its own first in `result`
+//!   (`"_meta"`), so that no two answers are equal past their first few dozen bytes;
 //! - `/flaky`: 503 with `Retry-After: 0` the first time a call's `Idempotency-Key` arrives, the
 //!   `/json` result when it arrives again (and for a call without a key): every keyed call
 //!   succeeds only if the proxy re-sends it.
@@ -88,6 +90,17 @@ fn changing_tools_list() -> Reply {
     let head = list.slice(..list.len() - 2);
     let tail = Bytes::from(format!(r#","nextCursor":"{n:020}"}}}}"#));
     Reply::Pair(Some(head), Some(tail))
+}
+
+/// `/tools_list` with a count of its own before the tools: `"_meta":{"answer":"…"}` first in
+/// `result` (fixed width), the rest of the list after it.
+fn tools_list_changing_at_start() -> Reply {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    const START: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"#;
+    let list = tools_list();
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let head = Bytes::from(format!(r#"{START}"_meta":{{"answer":"{n:020}"}},"#));
+    Reply::Pair(Some(head), Some(list.slice(START.len()..)))
 }
 
 /// Serves until the process is killed; prints the bound address on stdout first.
@@ -177,6 +190,9 @@ async fn route(req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
             )
         }
         "/hold" => ("text/event-stream", Reply::Hold { sent: false }),
+        "/tools_list" if query == "changing=start" => {
+            ("application/json", tools_list_changing_at_start())
+        }
         "/tools_list" if param(&query, "changing") == Some(1) => {
             ("application/json", changing_tools_list())
         }

@@ -26,8 +26,9 @@
 //! list answer that differs from the remembered one replaces it once read whole. A thread
 //! copies one answer at a time to remember it: many list answers in flight at once (many
 //! sessions starting) hold one copy, not one each, and the others are read as if nothing
-//! were remembered. The buffer of the answer replaced is kept for the next copy ([`SPARE`]):
-//! a thread holds at most two answers' buffers.
+//! were remembered. The copy is kept in blocks of [`CHECKPOINT_EVERY`] bytes, and an answer
+//! read on from a checkpoint shares the remembered one's blocks before it: a list that
+//! changes near its end is copied from the checkpoint on, not whole.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -54,16 +55,11 @@ thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
     /// A [`Recording`] of this thread's is open.
     static RECORDING: Cell<bool> = const { Cell::new(false) };
-    /// The bytes of the last remembered answer (or recording) let go of, emptied: the next
-    /// recording reads into them rather than into fresh pages. A list that changes on every
-    /// call then goes back and forth between two buffers.
-    static SPARE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A body read whole, and what its classifier handed its sink.
 pub(super) struct Remembered {
-    /// Kept as read (not shrunk to its length: the buffer goes back to [`SPARE`]).
-    body: Vec<u8>,
+    body: Body,
     follow_tool_entries: bool,
     /// Each call on the sink, with the body's length when it was made: never more than the
     /// bytes its classifier needs to make it, so never early in a body that matches.
@@ -113,23 +109,6 @@ fn keep(known: Remembered) {
     let _ = LAST.try_with(|last| *last.borrow_mut() = Some(Arc::new(known)));
 }
 
-/// `body`'s buffer becomes the thread's spare, when larger than the one it has.
-fn spare(body: Vec<u8>) {
-    let _ = SPARE.try_with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if body.capacity() > spare.capacity() {
-            *spare = body;
-            spare.clear();
-        }
-    });
-}
-
-impl Drop for Remembered {
-    fn drop(&mut self) {
-        spare(std::mem::take(&mut self.body));
-    }
-}
-
 /// A body compared with a remembered one as it arrives.
 pub(super) struct Matching {
     known: Arc<Remembered>,
@@ -152,14 +131,20 @@ impl Matching {
     /// this offset (all of them while the body matches).
     #[inline]
     pub(super) fn compare(&mut self, chunk: &[u8]) -> usize {
-        let known = self.known.body.get(self.len..).unwrap_or_default();
-        let n = chunk.len().min(known.len());
-        let (new, old) = (&chunk[..n], &known[..n]);
-        let equal = if new == old {
-            n
-        } else {
-            common_prefix(new, old)
-        };
+        let mut equal = 0;
+        while equal < chunk.len() {
+            let known = self.known.body.rest_of_block(self.len + equal);
+            if known.is_empty() {
+                break;
+            }
+            let n = known.len().min(chunk.len() - equal);
+            let (new, old) = (&chunk[equal..equal + n], &known[..n]);
+            if new != old {
+                equal += common_prefix(new, old);
+                break;
+            }
+            equal += n;
+        }
         self.len += equal;
         equal
     }
@@ -186,18 +171,17 @@ impl Matching {
             None => (0, 0),
         };
         let mut skipping = Skipping::new(self.replayed.saturating_sub(made), sink);
-        let rest = &known.body[from..self.len];
-        match Recording::start(known.follow_tool_entries) {
-            Some(mut recording) => {
-                recording.take_over(known, from, made);
-                recording.feed(scan, rest, &mut skipping);
-                Some(Box::new(recording))
-            }
-            None => {
-                scan.feed(rest, &mut skipping);
-                None
+        let mut recording = Recording::start(known.follow_tool_entries);
+        if let Some(recording) = &mut recording {
+            recording.take_over(known, from, made);
+        }
+        for rest in known.body.range(from, self.len) {
+            match &mut recording {
+                Some(recording) => recording.feed(scan, rest, &mut skipping),
+                None => scan.feed(rest, &mut skipping),
             }
         }
+        recording.map(Box::new)
     }
 
     /// The whole remembered body has arrived, and nothing else.
@@ -244,7 +228,7 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 /// A list answer being read, kept with what its classifier hands the sink, to be remembered
 /// once it ends whole.
 pub(super) struct Recording {
-    body: Vec<u8>,
+    body: Body,
     events: Vec<(usize, Event)>,
     checkpoints: Vec<Checkpoint>,
     follow_tool_entries: bool,
@@ -259,7 +243,7 @@ impl Recording {
             .try_with(|open| !open.replace(true))
             .unwrap_or(false);
         free.then(|| Recording {
-            body: SPARE.try_with(|spare| spare.take()).unwrap_or_default(),
+            body: Body::default(),
             events: Vec::new(),
             checkpoints: Vec::new(),
             follow_tool_entries,
@@ -269,11 +253,9 @@ impl Recording {
 
     /// Begins with `known`'s first `from` bytes, read by the remembered read, and the first
     /// `made` calls it made on them: `from` is a checkpoint's offset, the bytes up to it are
-    /// this body's too, and the reader resumes from that checkpoint.
+    /// this body's too (their blocks shared), and the reader resumes from that checkpoint.
     fn take_over(&mut self, known: &Remembered, from: usize, made: usize) {
-        // The new body is most likely as long as the old one.
-        self.body.reserve_exact(known.body.len());
-        self.body.extend_from_slice(&known.body[..from]);
+        self.body = Body::shared(&known.body, from);
         self.events.extend_from_slice(&known.events[..made]);
         let kept = known.checkpoints.partition_point(|c| c.at <= from);
         self.checkpoints
@@ -310,7 +292,7 @@ impl Recording {
             self.give_up();
             return;
         }
-        self.body.extend_from_slice(chunk);
+        self.body.push(chunk);
     }
 
     /// A sink that hands everything to `inner` and keeps a copy.
@@ -328,7 +310,7 @@ impl Recording {
             return;
         }
         keep(Remembered {
-            body: std::mem::take(&mut self.body),
+            body: std::mem::take(&mut self.body).sealed(),
             follow_tool_entries: self.follow_tool_entries,
             events: std::mem::take(&mut self.events).into_boxed_slice(),
             checkpoints: std::mem::take(&mut self.checkpoints).into_boxed_slice(),
@@ -349,7 +331,7 @@ impl Recording {
 
     fn give_up(&mut self) {
         self.over = true;
-        self.body = Vec::new();
+        self.body = Body::default();
         self.events = Vec::new();
         self.checkpoints = Vec::new();
     }
@@ -357,7 +339,6 @@ impl Recording {
 
 impl Drop for Recording {
     fn drop(&mut self) {
-        spare(std::mem::take(&mut self.body));
         let _ = RECORDING.try_with(|open| open.set(false));
     }
 }
@@ -386,6 +367,86 @@ impl<S: SseSink + ?Sized> SseSink for RecordingSink<'_, S> {
         self.recording
             .record(|| Event::Sse(data, last_event_id.map(|id| Box::new(id.clone()))));
         self.inner.event(data, last_event_id);
+    }
+}
+
+/// A body's bytes in blocks of [`CHECKPOINT_EVERY`] (the last one may be shorter), so that
+/// a recording read on from a checkpoint shares the remembered body's blocks before it rather
+/// than copying them. (`Arc<Vec<u8>>`, not `Arc<[u8]>`: a filled block moves in, uncopied.)
+#[derive(Default)]
+struct Body {
+    blocks: Vec<Arc<Vec<u8>>>,
+    /// The block being filled (empty once sealed).
+    tail: Vec<u8>,
+    len: usize,
+}
+
+impl Body {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `known`'s bytes up to `to`: its whole blocks before it shared, the rest copied.
+    fn shared(known: &Body, to: usize) -> Body {
+        let whole = (to / CHECKPOINT_EVERY).min(known.blocks.len());
+        let mut body = Body {
+            blocks: known.blocks[..whole].to_vec(),
+            tail: Vec::new(),
+            len: whole * CHECKPOINT_EVERY,
+        };
+        for rest in known.range(whole * CHECKPOINT_EVERY, to) {
+            body.push(rest);
+        }
+        body
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) {
+        self.len += chunk.len();
+        while !chunk.is_empty() {
+            if self.tail.capacity() == 0 {
+                self.tail.reserve_exact(CHECKPOINT_EVERY);
+            }
+            let room = CHECKPOINT_EVERY - self.tail.len();
+            let (now, rest) = chunk.split_at(room.min(chunk.len()));
+            self.tail.extend_from_slice(now);
+            if self.tail.len() == CHECKPOINT_EVERY {
+                self.blocks.push(Arc::new(std::mem::take(&mut self.tail)));
+            }
+            chunk = rest;
+        }
+    }
+
+    /// The last block closed: nothing more is pushed.
+    fn sealed(mut self) -> Body {
+        if !self.tail.is_empty() {
+            self.blocks.push(Arc::new(std::mem::take(&mut self.tail)));
+        }
+        self
+    }
+
+    /// The block holding offset `i * CHECKPOINT_EVERY`.
+    fn block(&self, i: usize) -> Option<&[u8]> {
+        match self.blocks.get(i) {
+            Some(block) => Some(block),
+            None => (i == self.blocks.len()).then_some(&self.tail[..]),
+        }
+    }
+
+    /// The bytes from `at` to the end of the block holding it (none past the body's end).
+    #[inline]
+    fn rest_of_block(&self, at: usize) -> &[u8] {
+        self.block(at / CHECKPOINT_EVERY)
+            .and_then(|block| block.get(at % CHECKPOINT_EVERY..))
+            .unwrap_or_default()
+    }
+
+    /// The bytes from `from` to `to`, a block at a time.
+    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &[u8]> {
+        (from / CHECKPOINT_EVERY..to.div_ceil(CHECKPOINT_EVERY)).filter_map(move |i| {
+            let start = i * CHECKPOINT_EVERY;
+            let block = self.block(i)?;
+            block.get(from.saturating_sub(start)..(to - start).min(block.len()))
+        })
     }
 }
 

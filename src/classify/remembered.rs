@@ -284,7 +284,9 @@ impl Recording {
             }
             chunk = rest;
         }
-        scan.feed(chunk, sink);
+        if !chunk.is_empty() {
+            scan.feed(chunk, sink);
+        }
     }
 
     fn push(&mut self, chunk: &[u8]) {

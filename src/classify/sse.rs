@@ -256,6 +256,10 @@ impl SseFramer {
     }
 
     fn feed_lines<S: SseSink + ?Sized>(&mut self, mut chunk: &[u8], sink: &mut S) {
+        // A `\r` at the last chunk's end waits for the next byte: an empty chunk has none.
+        if chunk.is_empty() {
+            return;
+        }
         if self.pending_cr {
             self.pending_cr = false;
             if chunk.first() == Some(&b'\n') {

@@ -25,6 +25,8 @@ fn frame(input: &[u8], step: usize) -> (Log, SseFramer) {
     let mut log = Log::default();
     for chunk in input.chunks(step.max(1)) {
         framer.feed(chunk, &mut log);
+        // An empty chunk changes nothing: a `\r` at a chunk's end still waits for its `\n`.
+        framer.feed(&[], &mut log);
     }
     framer.finish();
     (log, framer)
@@ -58,6 +60,15 @@ fn line_endings_lf_cr_crlf() {
         assert_eq!(log.events[1].2, vec!["2".to_string()]);
         assert_eq!(framer.events(), 2);
     }
+}
+
+/// A stream that ends after one CRLF ends mid-event, however the CRLF is cut (an empty chunk
+/// between its two bytes included): the event is never dispatched (WHATWG).
+#[test]
+fn a_crlf_cut_after_its_cr_is_one_line_end() {
+    let (log, framer) = every_split(b"data: {\"id\":1}\r\n");
+    assert!(log.events.is_empty());
+    assert_eq!(framer.events(), 0);
 }
 
 #[test]

@@ -593,7 +593,7 @@ impl Exchange {
         match &mut self.memory {
             Memory::Matching(known) if how == BodyEnd::Complete && known.is_whole() => {
                 known.replay(c);
-                match (known.end(), &mut self.scan) {
+                match (known.ended_whole(), &mut self.scan) {
                     (End::Json(verdict), Scan::Json(_)) => c.document_end(*verdict),
                     (End::Sse(at_end), Scan::Sse(framer)) => {
                         framer.clone_from(at_end);

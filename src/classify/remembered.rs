@@ -28,7 +28,9 @@
 //! sessions starting) hold one copy, not one each, and the others are read as if nothing
 //! were remembered. The copy is kept in blocks of [`CHECKPOINT_EVERY`] bytes, and an answer
 //! read on from a checkpoint shares the remembered one's blocks before it: a list that
-//! changes near its end is copied from the checkpoint on, not whole.
+//! changes near its end is copied from the checkpoint on, not whole. Answers that keep
+//! differing before the first checkpoint (a count or a time first in the result) are copied
+//! ever less often: one in [`BACK_OFF_MAX`] once the streak is long ([`Misses`]).
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -55,6 +57,38 @@ thread_local! {
     static LAST: RefCell<Option<Arc<Remembered>>> = const { RefCell::new(None) };
     /// A [`Recording`] of this thread's is open.
     static RECORDING: Cell<bool> = const { Cell::new(false) };
+    static MISSES: Misses = const { Misses(Cell::new(0)) };
+}
+
+/// Past this many answers in a row that differed from the remembered one before its first
+/// checkpoint, one in this many is recorded.
+const BACK_OFF_MAX: u32 = 64;
+
+/// The thread's answers in a row that differed from the remembered one before its first
+/// checkpoint: read whole and, had they been recorded, copied whole, for nothing when the next
+/// one differs again (a count or a time first in the result, lists of two servers taking
+/// turns). The 1st, 2nd, 4th, 8th … of a streak are recorded, then one in [`BACK_OFF_MAX`]; an
+/// answer that matches the remembered one, whole or up to a checkpoint, ends the streak, so a
+/// list that changes once is remembered at once.
+struct Misses(Cell<u32>);
+
+impl Misses {
+    /// One more answer of the streak: whether to record it.
+    fn record_next() -> bool {
+        let n = MISSES
+            .try_with(|misses| {
+                let n = misses.0.get().saturating_add(1);
+                misses.0.set(n);
+                n
+            })
+            .unwrap_or(1);
+        n.is_power_of_two() || n.is_multiple_of(BACK_OFF_MAX)
+    }
+
+    /// An answer matched: the streak ends.
+    fn end_streak() {
+        let _ = MISSES.try_with(|misses| misses.0.set(0));
+    }
 }
 
 /// A body read whole, and what its classifier handed its sink.
@@ -171,7 +205,16 @@ impl Matching {
             None => (0, 0),
         };
         let mut skipping = Skipping::new(self.replayed.saturating_sub(made), sink);
-        let mut recording = Recording::start(known.follow_tool_entries);
+        let record = match checkpoint {
+            Some(_) => {
+                Misses::end_streak();
+                true
+            }
+            None => Misses::record_next(),
+        };
+        let mut recording = record
+            .then(|| Recording::start(known.follow_tool_entries))
+            .flatten();
         if let Some(recording) = &mut recording {
             recording.take_over(known, from, made);
         }
@@ -204,8 +247,10 @@ impl Matching {
         }
     }
 
-    /// How the classifier stood at the remembered body's end.
-    pub(super) fn end(&self) -> &End {
+    /// The body ended equal to the remembered one: how the classifier stood at its end. (A
+    /// repeat ends a streak of answers that differed, [`Misses`].)
+    pub(super) fn ended_whole(&self) -> &End {
+        Misses::end_streak();
         &self.known.end
     }
 }

@@ -27,6 +27,7 @@ fn list_answer(tools: usize) -> String {
 
 fn forget() {
     LAST.with(|last| *last.borrow_mut() = None);
+    Misses::end_streak();
 }
 
 /// The first block of the remembered answer's bytes.
@@ -425,5 +426,65 @@ fn a_body_that_stops_matching_is_read_on_from_the_last_checkpoint() {
         *last.borrow_mut() = Some(Arc::new(known));
     });
     assert_eq!(outcome(LIST, &longer), Outcome::Success, "read on");
+    forget();
+}
+
+/// `list_answer(150)` with a count first in its result: answers with another count differ
+/// before the first checkpoint.
+fn counted_answer(count: usize) -> String {
+    list_answer(150).replacen(r#""result":{"#, &format!(r#""result":{{"n":{count},"#), 1)
+}
+
+/// Answers that differ at their start, call after call, are recorded ever less often: the
+/// 1st, 2nd, 4th, 8th … of the streak, then one in [`BACK_OFF_MAX`]. Skipped or not, each is
+/// judged as a scan judges it. A repeat, or a match up to a checkpoint, ends the streak.
+#[test]
+fn answers_that_keep_differing_at_their_start_are_recorded_ever_less_often() {
+    let step = 4096;
+    let read = |body: &str| classify(LIST, body.as_bytes(), step, BodyEnd::Complete, false);
+    forget();
+    let scanned = read(&counted_answer(0));
+    // The first answer has nothing to differ from; the next ones are misses 1, 2, …
+    let recorded = [0, 1, 2, 4, 8, 16, 32, 64, 128, 192];
+    let mut remembered = 0;
+    for count in 0..200 {
+        let answer = counted_answer(count);
+        assert_eq!(read(&answer), scanned, "answer {count}");
+        if recorded.contains(&count) {
+            remembered = count;
+        }
+        let expected = counted_answer(remembered);
+        assert_eq!(
+            remembered_body().as_deref(),
+            Some(expected.as_bytes()),
+            "after {count}"
+        );
+    }
+    // The remembered answer again: the streak ends, and the next change is recorded at once.
+    read(&counted_answer(192));
+    read(&counted_answer(500));
+    assert_eq!(
+        remembered_body().as_deref(),
+        Some(counted_answer(500).as_bytes())
+    );
+    // A streak of five (the 3rd and 5th not recorded), then an answer that differs near its
+    // end: the streak ends, and the next change is recorded at once.
+    for count in 501..505 {
+        read(&counted_answer(count));
+    }
+    assert_eq!(
+        remembered_body().as_deref(),
+        Some(counted_answer(503).as_bytes())
+    );
+    let near_end = counted_answer(503).replacen("tool_149", "tool_X49", 1);
+    read(&near_end);
+    assert_eq!(remembered_body().as_deref(), Some(near_end.as_bytes()));
+    read(&counted_answer(505));
+    let after = counted_answer(505);
+    assert_eq!(
+        remembered_body().as_deref(),
+        Some(after.as_bytes()),
+        "after the streak"
+    );
     forget();
 }

@@ -27,8 +27,9 @@ use crate::tls::{self, Cert};
 use crate::upstream::TOOLS_LIST_BYTES;
 use crate::wire::Wire;
 
-/// Every proxy's name: the targets whose calls carry a key on the keyed paths.
-const PROXIES: &[&str] = &["nginx", "haproxy", "strata"];
+/// Every proxy's name: the targets whose calls carry a key on the keyed paths (the baseline
+/// build too, so that its figures there are of keyed calls).
+const PROXIES: &[&str] = &["nginx", "haproxy", "strata", "base"];
 
 /// The request body of the `large body` path: past strata's replay buffer
 /// (`retry.replay_buffer`, 64 KiB by default), so the body streams to the upstream.

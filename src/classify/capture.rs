@@ -51,7 +51,7 @@ pub struct Captured<const N: usize> {
 
 /// The classification-relevant facts of one JSON-RPC message (a top-level object, or one
 /// element of a batch). Fields are "last key wins", as in serde_json and `JSON.parse`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
     /// The message's own JSON type: anything but `Object` is an invalid envelope.
     pub shape: Kind,
@@ -87,7 +87,7 @@ pub struct Envelope {
 /// `method`'s kind, so it goes without these ~470 bytes: that keeps a boxed response scanner
 /// under glibc's per-thread cache limit (1,032 bytes), where a larger one costs a full
 /// malloc and free, per exchange.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestFields {
     pub method: Captured<MAX_NAME_BYTES>,
     /// `params.name`: the tool name of a tools/call (also prompts/get).
@@ -108,7 +108,7 @@ pub struct RequestFields {
 
 /// One tool of a `tools/list` result: its name and its annotations' hints
 /// (2025-06-18 server/tools §ToolAnnotations).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolEntry {
     pub name: Captured<MAX_NAME_BYTES>,
     pub read_only: Kind,
@@ -314,6 +314,17 @@ impl<const N: usize> Captured<N> {
 
 /// The kept bytes only: those in `buf` past `len` are leftovers of a block copy
 /// ([`Captured::push_prefix`]), never read.
+/// Equal when the same value was captured: the bytes past those kept are not compared (they
+/// are what an earlier, longer value left).
+impl<const N: usize> PartialEq for Captured<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.bytes() == other.bytes()
+            && self.total == other.total
+            && self.hash == other.hash
+    }
+}
+
 impl<const N: usize> std::fmt::Debug for Captured<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Captured")

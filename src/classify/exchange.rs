@@ -20,7 +20,7 @@ use super::capture::{Captured, Envelope, Kind, MAX_NAME_BYTES, MAX_SHORT_BYTES, 
 use super::envelope::{self, Request, ids_equal};
 use super::json::{Document, Malformed, MessageSink};
 use super::outcome::Outcome;
-use super::remembered::{self, End, Matching, Recording};
+use super::remembered::{self, End, Matching, Recording, Rejoining};
 use super::scan::Scan;
 use super::spare;
 use super::sse::{EventData, MAX_EVENT_ID, SseSink};
@@ -117,11 +117,13 @@ struct Correlator {
     tools: Option<Box<ToolHints>>,
 }
 
-/// A list answer compared with the thread's remembered one, or recorded to be remembered
-/// (`remembered.rs`). Boxed: only a list call's exchange has one.
+/// A list answer compared with the thread's remembered one, read where it stopped matching
+/// until it rejoins it, or recorded to be remembered (`remembered.rs`). Boxed: only a list
+/// call's exchange has one.
 enum Memory {
     None,
     Matching(Box<Matching>),
+    Rejoining(Box<Rejoining>),
     Recording(Box<Recording>),
 }
 
@@ -623,10 +625,7 @@ impl Exchange {
     /// whole is remembered).
     fn memory_end(&mut self, how: BodyEnd) {
         let c = &mut self.correlator;
-        let recording = match std::mem::replace(&mut self.memory, Memory::None) {
-            Memory::Recording(recording) => Some(recording),
-            _ => None,
-        };
+        let recording = std::mem::replace(&mut self.memory, Memory::None).into_recording();
         match &mut self.scan {
             Scan::Json(scanner) => {
                 // A document already complete reached hyper whole: count it even if the
@@ -672,20 +671,29 @@ impl Exchange {
 impl Memory {
     /// A chunk of a list answer: compared while the body matches the remembered one (what
     /// was read by now handed on); read (and recorded) from the byte where it stops
-    /// matching.
+    /// matching, and compared again from where its read rejoins the remembered one.
     fn feed(&mut self, scan: &mut Scan, mut chunk: &[u8], sink: &mut Correlator) {
-        if let Memory::Matching(known) = self {
-            let equal = known.compare(chunk);
-            known.replay(sink);
-            if equal == chunk.len() {
-                return;
+        loop {
+            match self {
+                Memory::Matching(known) => {
+                    let equal = known.compare(chunk);
+                    known.replay(sink);
+                    if equal == chunk.len() {
+                        return;
+                    }
+                    self.catch_up(scan, sink);
+                    chunk = &chunk[equal..];
+                }
+                Memory::Rejoining(rejoining) => match rejoining.feed(scan, chunk, sink) {
+                    Some(read) => {
+                        self.rejoin();
+                        chunk = &chunk[read..];
+                    }
+                    None => return,
+                },
+                Memory::Recording(recording) => return recording.feed(scan, chunk, sink),
+                Memory::None => return scan.feed(chunk, sink),
             }
-            self.catch_up(scan, sink);
-            chunk = &chunk[equal..];
-        }
-        match self {
-            Memory::Recording(recording) => recording.feed(scan, chunk, sink),
-            _ => scan.feed(chunk, sink),
         }
     }
 
@@ -696,11 +704,26 @@ impl Memory {
     fn catch_up(&mut self, scan: &mut Scan, sink: &mut Correlator) {
         match std::mem::replace(self, Memory::None) {
             Memory::Matching(known) => {
-                if let Some(recording) = known.resume(scan, sink) {
-                    *self = Memory::Recording(recording);
-                }
+                *self = Memory::Rejoining(Box::new(known.resume(scan, sink)));
             }
             other => *self = other,
+        }
+    }
+
+    /// The body's read stands where the remembered read stood at a checkpoint: compared
+    /// again from there.
+    fn rejoin(&mut self) {
+        if let Memory::Rejoining(rejoining) = std::mem::replace(self, Memory::None) {
+            *self = Memory::Matching(Box::new(rejoining.rejoin()));
+        }
+    }
+
+    /// The recording of the body's bytes, when they are recorded.
+    fn into_recording(self) -> Option<Box<Recording>> {
+        match self {
+            Memory::Recording(recording) => Some(recording),
+            Memory::Rejoining(rejoining) => rejoining.into_recording(),
+            Memory::Matching(_) | Memory::None => None,
         }
     }
 

@@ -215,6 +215,65 @@ pub struct JsonScanner {
 
 // === impl JsonScanner ===
 
+/// Equal when the two scanners read what follows alike: the same state, open containers,
+/// captures and settings. A scanner's reading of the next bytes depends on these alone (and
+/// on the string level, the same for every scanner of the process). Bytes left past a
+/// buffer's live part, and the open-container bits past `depth`, are compared too: two
+/// scanners they tell apart are never taken for equal, only some equal ones for unequal.
+impl PartialEq for JsonScanner {
+    fn eq(&self, other: &Self) -> bool {
+        let JsonScanner {
+            state,
+            stack,
+            depth,
+            in_object,
+            started,
+            batch,
+            env_level,
+            messages,
+            envelope,
+            parents,
+            next_slot,
+            dest,
+            responses,
+            events,
+            tool_entries,
+            quiet,
+            quiet_tokens,
+            in_key,
+            key,
+            key_len,
+            key_overflow,
+            utf8,
+            utf8_len,
+            wide: _,
+        } = self;
+        *state == other.state
+            && *stack == other.stack
+            && *depth == other.depth
+            && *in_object == other.in_object
+            && *started == other.started
+            && *batch == other.batch
+            && *env_level == other.env_level
+            && *messages == other.messages
+            && *parents == other.parents
+            && *next_slot == other.next_slot
+            && *dest == other.dest
+            && *responses == other.responses
+            && *events == other.events
+            && *tool_entries == other.tool_entries
+            && *quiet == other.quiet
+            && *quiet_tokens == other.quiet_tokens
+            && *in_key == other.in_key
+            && *key == other.key
+            && *key_len == other.key_len
+            && *key_overflow == other.key_overflow
+            && *utf8 == other.utf8
+            && *utf8_len == other.utf8_len
+            && *envelope == other.envelope
+    }
+}
+
 impl Default for JsonScanner {
     fn default() -> Self {
         Self::new()

@@ -20,7 +20,10 @@
 //! [`CHECKPOINT_EVERY`] bytes, with the count of calls made by then, and what a reader makes
 //! of the bytes after an offset depends only on where it stood there. So a list that changes
 //! near its end (a cursor, a tool added last) costs the compare and a short read, not a read
-//! of the whole body.
+//! of the whole body. For the same reason a body read on is compared again from the first
+//! checkpoint where its reader stands exactly as the remembered one stood ([`Rejoining`]): a
+//! value changed in place that the reader does not keep (a count or a time of the same width
+//! first in the result, a tool's description) costs a read up to that checkpoint.
 //!
 //! One answer per thread (strata's workers each run one), at most [`MAX_BYTES`] of it; a
 //! list answer that differs from the remembered one replaces it once read whole. A thread
@@ -85,6 +88,16 @@ impl Misses {
         n.is_power_of_two() || n.is_multiple_of(BACK_OFF_MAX)
     }
 
+    /// Whether to record an answer that matched the remembered one from its start, then
+    /// stopped: one that matched up to a checkpoint ends the streak and is recorded; one that
+    /// differed before the first is one more of it.
+    fn record(matched_a_checkpoint: bool) -> bool {
+        if matched_a_checkpoint {
+            Misses::end_streak();
+        }
+        matched_a_checkpoint || Misses::record_next()
+    }
+
     /// An answer matched: the streak ends.
     fn end_streak() {
         let _ = MISSES.try_with(|misses| misses.0.set(0));
@@ -112,6 +125,7 @@ struct Checkpoint {
 }
 
 /// How the classifier stood at the body's end.
+#[derive(Clone)]
 pub(super) enum End {
     /// The JSON document's verdict.
     Json(Result<Document, Malformed>),
@@ -146,10 +160,15 @@ fn keep(known: Remembered) {
 /// A body compared with a remembered one as it arrives.
 pub(super) struct Matching {
     known: Arc<Remembered>,
-    /// Bytes compared and equal so far.
+    /// The body's bytes so far: equal to the remembered body's from `since` on.
     len: usize,
-    /// Calls handed on so far.
+    /// The remembered calls handed on, or (before `since`) made by this body's own read.
     replayed: usize,
+    /// Where the body matches from: its start, or the remembered checkpoint its read
+    /// rejoined ([`Rejoining`]), after bytes of its own.
+    since: usize,
+    /// The body's own bytes before `since`, recorded (when they were).
+    recording: Option<Box<Recording>>,
 }
 
 impl Matching {
@@ -158,6 +177,8 @@ impl Matching {
             known,
             len: 0,
             replayed: 0,
+            since: 0,
+            recording: None,
         }
     }
 
@@ -186,17 +207,21 @@ impl Matching {
     /// The body stopped matching, or ended before the remembered one did: `scan` stands
     /// where the remembered read stood at its last checkpoint within the bytes that matched
     /// (or at the start) and reads the rest of those bytes, the calls handed on already not
-    /// handed again. What it reads is recorded, the remembered read up to the checkpoint
-    /// taken over, unless the thread has a recording open; the recording, if any, goes on
-    /// with the body.
-    pub(super) fn resume<S: SseSink + ?Sized>(
-        self,
-        scan: &mut Scan,
-        sink: &mut S,
-    ) -> Option<Box<Recording>> {
-        let known = &self.known;
+    /// handed again. What it reads is recorded, the remembered read from `since` up to the
+    /// checkpoint taken over: by the recording of the body's own bytes before `since`, or
+    /// (from the start) by a new one, unless the thread has a recording open or the answer
+    /// is one of a streak not recorded ([`Misses`]). The body is read on from there, and may
+    /// rejoin the remembered read.
+    pub(super) fn resume<S: SseSink + ?Sized>(self, scan: &mut Scan, sink: &mut S) -> Rejoining {
+        let Matching {
+            known,
+            len,
+            replayed,
+            since,
+            recording,
+        } = self;
         let checkpoint =
-            known.checkpoints[..known.checkpoints.partition_point(|c| c.at <= self.len)].last();
+            known.checkpoints[..known.checkpoints.partition_point(|c| c.at <= len)].last();
         let (from, made) = match checkpoint {
             Some(checkpoint) => {
                 scan.restore(&checkpoint.scan);
@@ -204,27 +229,23 @@ impl Matching {
             }
             None => (0, 0),
         };
-        let mut skipping = Skipping::new(self.replayed.saturating_sub(made), sink);
-        let record = match checkpoint {
-            Some(_) => {
-                Misses::end_streak();
-                true
-            }
-            None => Misses::record_next(),
+        let mut skipping = Skipping::new(replayed.saturating_sub(made), sink);
+        let mut recording = match since {
+            0 => Misses::record(checkpoint.is_some())
+                .then(|| Recording::start(known.follow_tool_entries).map(Box::new))
+                .flatten(),
+            _ => recording,
         };
-        let mut recording = record
-            .then(|| Recording::start(known.follow_tool_entries))
-            .flatten();
         if let Some(recording) = &mut recording {
-            recording.take_over(known, from, made);
+            recording.take_over(&known, from, made);
         }
-        for rest in known.body.range(from, self.len) {
+        for rest in known.body.range(from, len) {
             match &mut recording {
                 Some(recording) => recording.feed(scan, rest, &mut skipping),
                 None => scan.feed(rest, &mut skipping),
             }
         }
-        recording.map(Box::new)
+        Rejoining::new(known, len, recording)
     }
 
     /// The whole remembered body has arrived, and nothing else.
@@ -247,11 +268,99 @@ impl Matching {
         }
     }
 
-    /// The body ended equal to the remembered one: how the classifier stood at its end. (A
-    /// repeat ends a streak of answers that differed, [`Misses`].)
-    pub(super) fn ended_whole(&self) -> &End {
-        Misses::end_streak();
+    /// The body ended equal to the remembered one (from `since`): how the classifier stood
+    /// at its end. A repeat ends a streak of answers that differed ([`Misses`]); a body with
+    /// bytes of its own before `since`, recorded, is remembered, the rest of the remembered
+    /// read taken over.
+    pub(super) fn ended_whole(&mut self) -> &End {
+        if self.since == 0 {
+            Misses::end_streak();
+        }
+        if let Some(mut recording) = self.recording.take() {
+            let known = &self.known;
+            recording.take_over(known, known.body.len(), known.events.len());
+            recording.finish(known.end.clone());
+        }
         &self.known.end
+    }
+}
+
+/// A body that stopped matching the remembered one, read by the classifier, watched for the
+/// remembered read's checkpoints: where the reader stands as the remembered one stood at a
+/// checkpoint, it reads what follows as that one did, so the body is compared again from
+/// there. A value changed in place (a count or a time first in the result, of the same
+/// width) costs the read up to the next checkpoint, not of the rest of the body.
+pub(super) struct Rejoining {
+    known: Arc<Remembered>,
+    /// The body's bytes read so far.
+    at: usize,
+    /// The first remembered checkpoint past `at`.
+    next: usize,
+    recording: Option<Box<Recording>>,
+}
+
+impl Rejoining {
+    fn new(known: Arc<Remembered>, at: usize, recording: Option<Box<Recording>>) -> Rejoining {
+        let next = known.checkpoints.partition_point(|c| c.at <= at);
+        Rejoining {
+            known,
+            at,
+            next,
+            recording,
+        }
+    }
+
+    /// Reads the next chunk up to the first remembered checkpoint where `scan` stands as the
+    /// remembered reader stood: how many of its bytes were read, when it got there.
+    pub(super) fn feed<S: SseSink + ?Sized>(
+        &mut self,
+        scan: &mut Scan,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Option<usize> {
+        let mut read = 0;
+        while read < chunk.len() {
+            let stop = self.known.checkpoints.get(self.next);
+            let room = stop.map_or(usize::MAX, |c| c.at.saturating_sub(self.at));
+            let piece = &chunk[read..read + room.min(chunk.len() - read)];
+            match &mut self.recording {
+                Some(recording) => recording.feed(scan, piece, sink),
+                None => scan.feed(piece, sink),
+            }
+            read += piece.len();
+            self.at += piece.len();
+            if let Some(checkpoint) = stop
+                && checkpoint.at == self.at
+            {
+                self.next += 1;
+                if checkpoint.scan == *scan {
+                    return Some(read);
+                }
+            }
+        }
+        None
+    }
+
+    /// The body from the checkpoint just reached, compared with the remembered one: the
+    /// remembered calls made by then are those this body's own read made.
+    pub(super) fn rejoin(self) -> Matching {
+        let made = self
+            .next
+            .checked_sub(1)
+            .and_then(|i| self.known.checkpoints.get(i));
+        let made = made.map_or(0, |c| c.events);
+        Matching {
+            len: self.at,
+            replayed: made,
+            since: self.at,
+            recording: self.recording,
+            known: self.known,
+        }
+    }
+
+    /// The recording of the body's bytes, when they are recorded.
+    pub(super) fn into_recording(self) -> Option<Box<Recording>> {
+        self.recording
     }
 }
 
@@ -296,15 +405,31 @@ impl Recording {
         })
     }
 
-    /// Begins with `known`'s first `from` bytes, read by the remembered read, and the first
-    /// `made` calls it made on them: `from` is a checkpoint's offset, the bytes up to it are
-    /// this body's too (their blocks shared), and the reader resumes from that checkpoint.
-    fn take_over(&mut self, known: &Remembered, from: usize, made: usize) {
-        self.body = Body::shared(&known.body, from);
-        self.events.extend_from_slice(&known.events[..made]);
-        let kept = known.checkpoints.partition_point(|c| c.at <= from);
-        self.checkpoints
-            .extend_from_slice(&known.checkpoints[..kept]);
+    /// Goes on with `known`'s bytes from this recording's end (its start, or a checkpoint of
+    /// the remembered read) up to `to`, and the calls the remembered read made on them, up to
+    /// its `made`th: the bytes are this body's too (whole blocks shared), and the reader
+    /// stands at `to` as the remembered one stood there.
+    fn take_over(&mut self, known: &Remembered, to: usize, made: usize) {
+        let from = self.body.len();
+        let first = known.checkpoints.partition_point(|c| c.at <= from);
+        let calls = match from {
+            0 => Some(0),
+            _ => first
+                .checked_sub(1)
+                .and_then(|i| known.checkpoints.get(i))
+                .filter(|c| c.at == from)
+                .map(|c| c.events),
+        };
+        let Some(calls) = calls.filter(|_| !self.over) else {
+            self.give_up();
+            return;
+        };
+        let last = known.checkpoints.partition_point(|c| c.at <= to);
+        self.body.share(&known.body, to);
+        let events = known.events.get(calls..made).unwrap_or_default();
+        self.events.extend_from_slice(events);
+        let checkpoints = known.checkpoints.get(first..last).unwrap_or_default();
+        self.checkpoints.extend_from_slice(checkpoints);
     }
 
     /// The next bytes of the body, read by `scan` and recorded, with a checkpoint at every
@@ -433,18 +558,25 @@ impl Body {
         self.len
     }
 
-    /// `known`'s bytes up to `to`: its whole blocks before it shared, the rest copied.
-    fn shared(known: &Body, to: usize) -> Body {
-        let whole = (to / CHECKPOINT_EVERY).min(known.blocks.len());
-        let mut body = Body {
-            blocks: known.blocks[..whole].to_vec(),
-            tail: Vec::new(),
-            len: whole * CHECKPOINT_EVERY,
+    /// Goes on with `known`'s bytes from this body's length up to `to`: its blocks shared
+    /// while this body ends on a block's end (the last one too, when `to` is its end), the
+    /// rest copied.
+    fn share(&mut self, known: &Body, to: usize) {
+        let whole = match to == known.len {
+            true => known.blocks.len(),
+            false => (to / CHECKPOINT_EVERY).min(known.blocks.len()),
         };
-        for rest in known.range(whole * CHECKPOINT_EVERY, to) {
-            body.push(rest);
+        let first = self.len / CHECKPOINT_EVERY;
+        if self.tail.is_empty()
+            && self.len.is_multiple_of(CHECKPOINT_EVERY)
+            && let Some(blocks) = known.blocks.get(first..whole)
+        {
+            self.blocks.extend_from_slice(blocks);
+            self.len += blocks.iter().map(|block| block.len()).sum::<usize>();
         }
-        body
+        for rest in known.range(self.len, to) {
+            self.push(rest);
+        }
     }
 
     fn push(&mut self, mut chunk: &[u8]) {

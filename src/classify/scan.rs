@@ -5,7 +5,8 @@
 use super::json::JsonScanner;
 use super::sse::{SseFramer, SseSink};
 
-#[derive(Clone)]
+/// Equal when the two read what follows alike (see `JsonScanner`'s `PartialEq`).
+#[derive(Clone, PartialEq)]
 pub(super) enum Scan {
     Json(Box<JsonScanner>),
     Sse(Box<SseFramer>),

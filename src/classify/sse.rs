@@ -84,7 +84,7 @@ enum Line {
 }
 
 /// The framer. Fixed size; the JSON scanner inside is reused for every event.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct SseFramer {
     /// Bytes of the BOM matched at the stream's start; 3 (or a mismatch) ends the check.
     bom: u8,

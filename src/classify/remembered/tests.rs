@@ -187,7 +187,8 @@ fn only_an_answer_equal_to_the_remembered_one_is_judged_by_it() {
 }
 
 /// The answers compared with a remembered one: itself, and itself cut, lengthened, with a
-/// byte changed at six places, another id, an error.
+/// byte changed at six places, another id, an error, a tool's name or description changed in
+/// place (once, or again later), a byte added early.
 fn candidates(answer: &str) -> Vec<Vec<u8>> {
     let body = answer.as_bytes();
     let len = body.len();
@@ -205,6 +206,13 @@ fn candidates(answer: &str) -> Vec<Vec<u8>> {
                 1,
             )
             .into_bytes(),
+        answer.replacen("file 20.", "file X0.", 1).into_bytes(),
+        answer.replacen("tool_20", "tool_X0", 1).into_bytes(),
+        answer
+            .replacen("file 20.", "file X0.", 1)
+            .replacen("tool_140", "tool_X40", 1)
+            .into_bytes(),
+        answer.replacen("file 20.", "file 200.", 1).into_bytes(),
     ];
     for at in [0, 25, len / 3, len / 2, len - 2, len - 1] {
         for to in [b'x', b'"', b'}', b'\\', b'\n', 0x80] {
@@ -487,4 +495,110 @@ fn answers_that_keep_differing_at_their_start_are_recorded_ever_less_often() {
         "after the streak"
     );
     forget();
+}
+
+/// Takes the thread's remembered answer, changed by `change`, as the remembered one.
+fn change_remembered(change: impl FnOnce(&mut Remembered)) {
+    LAST.with(|last| {
+        let known = last.borrow_mut().take().expect("remembered");
+        let mut known = Arc::try_unwrap(known).ok().expect("held once");
+        change(&mut known);
+        *last.borrow_mut() = Some(Arc::new(known));
+    });
+}
+
+/// A body that differs from the remembered one only by a value changed in place, one the
+/// reader does not keep, is compared again from the next checkpoint after it: with the
+/// remembered verdict made one no scan gives, such a body is judged by it. A change the reader
+/// keeps (the id), or one that moves every byte after it, is read to the end.
+#[test]
+fn a_value_changed_in_place_is_compared_again_from_the_next_checkpoint() {
+    forget();
+    let answer = list_answer(150);
+    remember(ContentKind::Json, &answer, false);
+    change_remembered(|known| known.end = End::Json(Err(Malformed::Syntax)));
+    let in_place = answer.replacen("file 3.", "file X.", 1);
+    assert_eq!(
+        outcome(LIST, in_place.as_bytes()),
+        Outcome::MalformedJson,
+        "in place"
+    );
+    let kept = answer.replacen(r#""id":1"#, r#""id":7"#, 1);
+    let kept_request = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
+    assert_eq!(
+        outcome(kept_request, kept.as_bytes()),
+        Outcome::Success,
+        "the id"
+    );
+    let moved = answer.replacen("file 3.", "file 33.", 1);
+    assert_eq!(outcome(LIST, moved.as_bytes()), Outcome::Success, "moved");
+    forget();
+}
+
+/// A recorded answer that rejoined the remembered read is remembered in its place, the
+/// remembered blocks after the checkpoint where it rejoined shared, not copied.
+#[test]
+fn an_answer_that_rejoined_is_remembered_with_the_blocks_after_it_shared() {
+    forget();
+    let answer = list_answer(150);
+    remember(ContentKind::Json, &answer, false);
+    let last_block = || LAST.with(|last| last.borrow().as_ref()?.body.blocks.last().cloned());
+    let before = last_block().expect("remembered");
+    let in_place = answer.replacen("file 3.", "file X.", 1);
+    classify(LIST, in_place.as_bytes(), 4096, BodyEnd::Complete, false);
+    assert_eq!(remembered_body().as_deref(), Some(in_place.as_bytes()));
+    let after = last_block().expect("remembered");
+    assert!(Arc::ptr_eq(&before, &after), "the last block shared");
+    forget();
+}
+
+mod changed_anywhere {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `primer` with a byte put at each of `changes` (a fraction of its length), in place of
+    /// the byte there or, with `insert`, before it.
+    fn changed(primer: &str, changes: &[(f64, u8)], insert: bool) -> Vec<u8> {
+        let mut body = primer.as_bytes().to_vec();
+        for &(at, byte) in changes {
+            let at = ((body.len() as f64 * at) as usize).min(body.len() - 1);
+            match insert {
+                true => body.insert(at, byte),
+                false => body[at] = byte,
+            }
+        }
+        body
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// Bytes changed in place (the body may rejoin the remembered read, and stop matching
+        /// again) or added (it never does): judged as a scan judges it, remembered or not.
+        #[test]
+        fn a_body_changed_anywhere_gets_what_a_scan_gives(
+            changes in prop::collection::vec(
+                (0.0f64..1.0, prop::sample::select(b"x1 \"\\},\n".to_vec())),
+                1..4,
+            ),
+            insert: bool,
+            sse_stream: bool,
+            learn: bool,
+            step in prop::sample::select(vec![997usize, 4096, 1 << 16]),
+        ) {
+            let answer = list_answer(150);
+            let (kind, primer) = match sse_stream {
+                true => (ContentKind::Sse, sse(&answer)),
+                false => (ContentKind::Json, answer),
+            };
+            let body = changed(&primer, &changes, insert);
+            let read = || classify_as(kind, LIST, &body, step, BodyEnd::Complete, learn);
+            forget();
+            let scanned = read();
+            remember(kind, &primer, learn);
+            prop_assert_eq!(read(), scanned.clone(), "against the primer");
+            prop_assert_eq!(remembered_body(), Some(body.clone()));
+            prop_assert_eq!(read(), scanned, "against itself");
+            forget();
+        }
+    }
 }

@@ -454,9 +454,7 @@ impl Recording {
             }
             chunk = rest;
         }
-        if !chunk.is_empty() {
-            scan.feed(chunk, sink);
-        }
+        scan.feed(chunk, sink);
     }
 
     fn push(&mut self, chunk: &[u8]) {

@@ -312,10 +312,8 @@ impl<const N: usize> Captured<N> {
     }
 }
 
-/// The kept bytes only: those in `buf` past `len` are leftovers of a block copy
-/// ([`Captured::push_prefix`]), never read.
-/// Equal when the same value was captured: the bytes past those kept are not compared (they
-/// are what an earlier, longer value left).
+/// Equal when the same value was captured: the bytes in `buf` past those kept are not
+/// compared (leftovers of a block copy or of an earlier, longer value).
 impl<const N: usize> PartialEq for Captured<N> {
     fn eq(&self, other: &Self) -> bool {
         self.kind == other.kind
@@ -325,6 +323,8 @@ impl<const N: usize> PartialEq for Captured<N> {
     }
 }
 
+/// The kept bytes only: those in `buf` past `len` are leftovers of a block copy
+/// ([`Captured::push_prefix`]), never read.
 impl<const N: usize> std::fmt::Debug for Captured<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Captured")

@@ -217,9 +217,10 @@ pub struct JsonScanner {
 
 /// Equal when the two scanners read what follows alike: the same state, open containers,
 /// captures and settings. A scanner's reading of the next bytes depends on these alone (and
-/// on the string level, the same for every scanner of the process). Bytes left past a
-/// buffer's live part, and the open-container bits past `depth`, are compared too: two
-/// scanners they tell apart are never taken for equal, only some equal ones for unequal.
+/// on the string level, the same for every scanner of the process). The key and UTF-8
+/// buffers are compared whole, past their live part, and the open-container bits past
+/// `depth` too: leftovers they tell apart never make two scanners equal, only some equal
+/// ones unequal (a rejoin missed, never a wrong one).
 impl PartialEq for JsonScanner {
     fn eq(&self, other: &Self) -> bool {
         let JsonScanner {

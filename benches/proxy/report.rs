@@ -13,7 +13,14 @@ use crate::targets::{Check, checks, f0, f1, f2, f3};
 
 /// Every target a run can have, in table order (`base` only with `--baseline`, `haproxy` when
 /// it is installed).
-const TARGETS: [&str; 5] = ["direct", "nginx", "haproxy", "base", "strata"];
+const TARGETS: [&str; 6] = [
+    "direct",
+    "nginx",
+    "haproxy",
+    "haproxy-splice",
+    "base",
+    "strata",
+];
 const SCAN_BODIES: [&str; 5] = [
     "tool_result_1k",
     "text_result_64k",
@@ -240,7 +247,7 @@ fn table(r: &Value, checks: &[Check]) -> String {
                 .map(|(a, b)| a / b);
             let _ = writeln!(
                 t,
-                "  {:<7} {:>7} MB/s  /direct {:>5}  peak RSS growth {:>6} MiB",
+                "  {:<14} {:>7} MB/s  /direct {:>5}  peak RSS growth {:>6} MiB",
                 target,
                 f0(v("mb_s")),
                 f2(ratio),

@@ -164,6 +164,22 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     })
 }
 
+/// The large response through every target of the fixed upstream's stack and, where HAProxy is
+/// installed, through HAProxy splicing: what a relay reaches on this machine when the bytes
+/// never come to user space, the floor beside strata's figure (strata reads every byte).
+fn big(rt: &Runtime, plan: &Plan, scratch: &Scratch, targets: &[Target]) -> anyhow::Result<Value> {
+    let upstream = targets.iter().find(|t| t.name == "direct").map(|t| t.addr);
+    let splicing = match upstream {
+        Some(up) if plan.haproxy.exists() => {
+            Some(procs::haproxy_splicing(&plan.haproxy, scratch.path(), up)?)
+        }
+        _ => None,
+    };
+    let mut all = targets.to_vec();
+    all.extend(splicing.as_ref().map(|(_, t)| t.clone()));
+    measure::big(rt, plan, &all)
+}
+
 pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
     anyhow::ensure!(
         plan.strata.exists(),
@@ -218,7 +234,7 @@ pub(crate) fn run(plan: &Plan) -> anyhow::Result<()> {
             );
         }
         if plan.runs("big") {
-            out.insert("big".into(), measure::big(&rt, plan, &s.targets)?);
+            out.insert("big".into(), big(&rt, plan, &scratch, &s.targets)?);
         }
         std::thread::sleep(Duration::from_secs(1));
         idle.insert("after_load".into(), measure::rss(&s.targets));

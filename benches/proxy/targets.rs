@@ -82,9 +82,13 @@ pub(crate) fn checks(r: &Value) -> Vec<Check> {
         sb.zip(nb).map(|(s, n)| s >= n),
     ));
     let db = num(r, "/big/targets/direct/mb_s");
+    let of_direct = |mb_s: Option<f64>| f2(mb_s.zip(db).map(|(s, d)| s / d));
+    let floor = num(r, "/big/targets/haproxy-splice/mb_s")
+        .map(|f| format!(" (HAProxy splicing {}x)", of_direct(Some(f))))
+        .unwrap_or_default();
     out.push(check(
         "large response: throughput >= 0.95x direct",
-        format!("strata {}x direct", f2(sb.zip(db).map(|(s, d)| s / d))),
+        format!("strata {}x direct{floor}", of_direct(sb)),
         sb.zip(db).map(|(s, d)| s >= 0.95 * d),
     ));
     let growth = num(r, "/big/targets/strata/peak_growth_mib");

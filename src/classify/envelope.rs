@@ -59,13 +59,24 @@ impl Request {
     /// Notifications (no id) and the client's responses to server requests are not calls.
     /// Only a request scanner's envelope (`JsonScanner::new`) holds a request's texts.
     pub fn from_envelope(env: &Envelope) -> Option<Request> {
+        Request::fields_of(env).map(|fields| Request::of(env, fields))
+    }
+
+    /// The request texts of a client message that is a request ([`from_envelope`]).
+    ///
+    /// [`from_envelope`]: Request::from_envelope
+    pub(crate) fn fields_of(env: &Envelope) -> Option<&RequestFields> {
         if env.shape != Kind::Object || env.method != Kind::String {
             return None;
         }
         if !matches!(env.id.kind, Kind::String | Kind::Number) {
             return None;
         }
-        let fields = env.request_only.as_deref()?;
+        env.request_only.as_deref()
+    }
+
+    /// The request of `env`, whose texts [`fields_of`](Request::fields_of) gave.
+    pub(crate) fn of(env: &Envelope, fields: &RequestFields) -> Request {
         let is_tool_call = fields.method.is_string("tools/call");
         let mut tool = Captured::new();
         if is_tool_call && fields.tool_name.kind == Kind::String {
@@ -84,7 +95,7 @@ impl Request {
         if fields.protocol_version.kind == Kind::String {
             protocol_version = fields.protocol_version.clone();
         }
-        Some(Request {
+        Request {
             id: env.id.clone(),
             method: fields.method.clone(),
             tool,
@@ -92,7 +103,7 @@ impl Request {
             client,
             protocol_version,
             context: RequestContext::of(fields),
-        })
+        }
     }
 
     pub fn is_tool_call(&self) -> bool {

@@ -32,18 +32,22 @@ struct Collect<'a>(&'a mut Inspected);
 
 impl MessageSink for Collect<'_> {
     fn message(&mut self, env: &Envelope) {
-        if let Some(request) = Request::from_envelope(env) {
-            if self.0.requests.len() < MAX_BATCH_REQUESTS {
-                // One request is the usual body: room for exactly it (a `Request` is ~800
-                // bytes, and a first push would make room for four — kept for as long as the
-                // response streams); batches then grow as usual.
-                if self.0.requests.capacity() == 0 {
-                    self.0.requests.reserve_exact(1);
-                }
-                self.0.requests.push(request);
-            } else {
-                self.0.overflow += 1;
+        let Some(fields) = Request::fields_of(env) else {
+            return;
+        };
+        if self.0.requests.len() < MAX_BATCH_REQUESTS {
+            // One request is the usual body: room for exactly it (a `Request` is ~800
+            // bytes, and a first push would make room for four — kept for as long as the
+            // response streams); batches then grow as usual.
+            if self.0.requests.capacity() == 0 {
+                self.0.requests.reserve_exact(1);
             }
+            // Made once there is room for it, so it is built in that room: `push` takes a
+            // request built on the stack and copies it over.
+            let request = std::iter::once_with(|| Request::of(env, fields));
+            self.0.requests.extend(request);
+        } else {
+            self.0.overflow += 1;
         }
     }
 }

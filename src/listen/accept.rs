@@ -227,13 +227,15 @@ fn hyper_service(
         let req = req.map(FromAgent::Hyper);
         let current = proxy.load();
         let peer = peer.clone();
-        let handle: HandleFuture = Box::pin(async move {
+        // Written into a box allocated first, not copied into it (`agent_h1.rs`).
+        let handle = Box::into_pin(Box::write(Box::new_uninit(), async move {
             // No fields as read go in, so none come back: the map is hyper's.
             Ok(current
                 .handle(req, None, &peer, HeadTimer::new(None))
                 .await
                 .response)
-        });
+        }));
+        let handle: HandleFuture = handle;
         handle
     })
 }

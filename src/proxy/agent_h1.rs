@@ -274,9 +274,14 @@ impl Conn {
         let request = request.map(|()| FromAgent::Whole(body));
         // Boxed, as hyper boxes it (`listen/accept.rs`): this future is ~3.2 KB (the attempt's
         // within it), and inline it would size this connection's task for its life — an SSE
-        // stream's hours.
+        // stream's hours. The box is allocated first and the future written into it: made
+        // before its box (`Box::pin`), the future is built on the stack and copied over whole,
+        // all ~3.2 KB of it, though its start fills in only the arguments.
         let head_timer = HeadTimer::new(Some(timers.response_head));
-        let handle = Box::pin(proxy.handle(request, fields, peer, head_timer));
+        let handle = Box::into_pin(Box::write(
+            Box::new_uninit(),
+            proxy.handle(request, fields, peer, head_timer),
+        ));
         let answered = tokio::select! {
             biased;
             answered = handle => answered,

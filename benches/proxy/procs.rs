@@ -464,38 +464,21 @@ fn haproxy_tuned(
     Ok(proc)
 }
 
-/// [`haproxy`] with one frontend, plain TCP, relaying to `upstream`: the layer-4 floor beside
-/// nginx and strata in the fixed upstream's loads.
-pub(crate) fn haproxy_plain(
-    bin: &Path,
-    dir: &Path,
-    upstream: SocketAddr,
-) -> anyhow::Result<(Proc, Target)> {
-    haproxy_relay(bin, dir, upstream, Relay::Copying)
-}
-
-/// [`haproxy_plain`] moving the bytes with `splice(2)` through 1 MiB pipes (`option
-/// splice-request`, `option splice-response`, `tune.pipesize`): a relay whose bytes never
-/// reach user space, the floor for a large response beside which any proxy that reads the
-/// bytes (strata must) is judged.
-pub(crate) fn haproxy_splicing(
-    bin: &Path,
-    dir: &Path,
-    upstream: SocketAddr,
-) -> anyhow::Result<(Proc, Target)> {
-    haproxy_relay(bin, dir, upstream, Relay::Splicing)
-}
-
 /// How a layer-4 relay moves the bytes.
 #[derive(Clone, Copy)]
-enum Relay {
-    /// `recv` into its buffers and `send` from them, as HAProxy does by default.
+pub(crate) enum Relay {
+    /// `recv` into its buffers and `send` from them, as HAProxy does by default: the layer-4
+    /// floor beside nginx and strata in the fixed upstream's loads.
     Copying,
-    /// `splice` from socket to pipe to socket.
+    /// `splice(2)` from socket to pipe to socket through 1 MiB pipes (`option splice-request`,
+    /// `option splice-response`, `tune.pipesize`): a relay whose bytes never reach user space,
+    /// the floor for a large response beside which any proxy that reads the bytes (strata
+    /// must) is judged.
     Splicing,
 }
 
-fn haproxy_relay(
+/// [`haproxy`] with one frontend, plain TCP, relaying to `upstream` as `relay` says.
+pub(crate) fn haproxy_relay(
     bin: &Path,
     dir: &Path,
     upstream: SocketAddr,

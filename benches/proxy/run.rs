@@ -139,7 +139,8 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
     // The layer-4 floor, in front of the fixed upstream (its loads, SSE delivery, the large
     // response), when HAProxy is installed.
     if !testbed && plan.haproxy.exists() {
-        let (haproxy_proc, haproxy) = procs::haproxy_plain(&plan.haproxy, scratch.path(), up)?;
+        let (haproxy_proc, haproxy) =
+            procs::haproxy_relay(&plan.haproxy, scratch.path(), up, procs::Relay::Copying)?;
         targets.push(haproxy);
         procs.push(haproxy_proc);
     }
@@ -170,9 +171,12 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
 fn big(rt: &Runtime, plan: &Plan, scratch: &Scratch, targets: &[Target]) -> anyhow::Result<Value> {
     let upstream = targets.iter().find(|t| t.name == "direct").map(|t| t.addr);
     let splicing = match upstream {
-        Some(up) if plan.haproxy.exists() => {
-            Some(procs::haproxy_splicing(&plan.haproxy, scratch.path(), up)?)
-        }
+        Some(up) if plan.haproxy.exists() => Some(procs::haproxy_relay(
+            &plan.haproxy,
+            scratch.path(),
+            up,
+            procs::Relay::Splicing,
+        )?),
         _ => None,
     };
     let mut all = targets.to_vec();

@@ -53,7 +53,8 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     let mut targets = vec![direct, nginx, strata];
     let mut procs = vec![nginx_proc, strata_proc];
     if plan.haproxy.exists() {
-        let (haproxy_proc, haproxy) = procs::haproxy_plain(&plan.haproxy, &dir, up)?;
+        let (haproxy_proc, haproxy) =
+            procs::haproxy_relay(&plan.haproxy, &dir, up, procs::Relay::Copying)?;
         targets.push(haproxy);
         procs.push(haproxy_proc);
     }

@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::after_ready::AfterReady;
 use super::h1_conns::ResponseBody;
 use crate::metrics::ResponseBytes;
 
@@ -183,9 +184,6 @@ where
 #[error("upstream body idle for more than {0:?}")]
 pub struct IdleTimeout(Duration);
 
-/// `tokio::task::yield_now()`, kept across polls.
-type Yield = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
-
 /// A response body as the upstream client gives it.
 pub enum FromUpstream {
     /// A connection of strata's own (`http://`, `h1_conns.rs`).
@@ -224,9 +222,9 @@ pub struct UpstreamBody {
     bytes: ResponseBytes,
     /// The head, or a data frame, went to hyper since this body last returned `Pending`.
     unflushed: bool,
-    /// An error held back until what came before it was flushed, and the yield that waits for
-    /// that (boxed: rare, and every open stream would carry the room).
-    deferred: Option<Box<(BoxError, Yield)>>,
+    /// An error held back until what came before it was flushed, and the wait for that
+    /// (boxed: rare, and every open stream would carry the room).
+    deferred: Option<Box<(BoxError, AfterReady)>>,
 }
 
 /// The body strata sends to the agent: the upstream's, observed, or one strata wrote itself
@@ -267,7 +265,7 @@ impl Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if let Some(held) = this.deferred.as_mut() {
-            ready!(held.1.as_mut().poll(cx));
+            ready!(held.1.poll_ready(cx));
             if let Some(held) = this.deferred.take() {
                 return Poll::Ready(Some(Err(held.0)));
             }
@@ -282,9 +280,9 @@ impl Body for UpstreamBody {
             // the bytes before the break.
             Poll::Ready(Some(Err(err))) if this.unflushed => {
                 this.unflushed = false;
-                let mut flushed: Yield = Box::pin(tokio::task::yield_now());
+                let mut flushed = AfterReady::new();
                 // Pending the first time: this task is woken after the others.
-                let _ = flushed.as_mut().poll(cx);
+                let _ = flushed.poll_ready(cx);
                 this.deferred = Some(Box::new((err, flushed)));
                 Poll::Pending
             }

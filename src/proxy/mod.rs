@@ -1,6 +1,7 @@
 //! The data path: agent → strata → MCP server, and back. Bytes pass unchanged; the request
 //! inspector and the classifier only look at them as they go by.
 
+mod after_ready;
 pub mod agent_h1;
 mod attempt;
 mod attempts;

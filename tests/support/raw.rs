@@ -132,6 +132,9 @@ impl RawUpstream {
         let (conns, reqs, hds) = (connections.clone(), requests.clone(), heads.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                // Every write goes out as it is made: [`reset`] throws away what is unsent, and
+                // Nagle holds a short write back while the one before waits for an ACK.
+                let _ = stream.set_nodelay(true);
                 conns.fetch_add(1, Ordering::SeqCst);
                 let (reqs, hds, closed_tx) = (reqs.clone(), hds.clone(), closed_tx.clone());
                 tokio::spawn(async move {

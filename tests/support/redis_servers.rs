@@ -18,6 +18,10 @@ use super::redis::{free_port, redis_server_installed};
 /// How often a server's readiness is looked at.
 const POLL: Duration = Duration::from_millis(25);
 
+/// The longest one `redis-cli` may run (`--cluster create` waits for every node to join, for
+/// ever if one died): past it, coreutils' `timeout` ends it and the test fails on its output.
+const CLI_LIMIT: &str = "60";
+
 /// The files `redis-server --tls-port` needs, and the CA that signed its certificate.
 pub struct TlsFiles {
     pub ca: PathBuf,
@@ -144,10 +148,18 @@ impl Servers {
             .insert(port, (user.to_owned(), password.to_owned()));
     }
 
-    /// `redis-cli` against `port` (TLS and login as set): its output, errors included.
+    /// `redis-cli` against `port` (TLS and login as set), at most [`CLI_LIMIT`] seconds: its
+    /// output, errors included.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
-        let mut cmd = Command::new("redis-cli");
-        cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+        let mut cmd = Command::new("timeout");
+        cmd.args([
+            CLI_LIMIT,
+            "redis-cli",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]);
         if let Some(tls) = &self.tls {
             cmd.arg("--tls").arg("--cacert").arg(&tls.ca);
         }

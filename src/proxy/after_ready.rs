@@ -32,31 +32,49 @@ impl AfterReady {
     /// Pending until the scheduler's wake; the first poll hands the wake to the scheduler.
     pub(super) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let Some(mark) = &self.mark else {
-            let mark = Arc::new(Mark {
-                woken: AtomicBool::new(false),
-                task: Mutex::new(Some(cx.waker().clone())),
-            });
-            let waker = Waker::from(mark.clone());
-            let mut yielded = std::pin::pin!(tokio::task::yield_now());
-            // Pending, the waker deferred; outside a runtime it is woken at once.
-            let _ = yielded.as_mut().poll(&mut Context::from_waker(&waker));
-            self.mark = Some(mark);
-            return self.poll_ready(cx);
+            self.mark = Some(Mark::deferred(cx.waker()));
+            return Poll::Pending;
         };
-        if mark.woken.load(Ordering::Acquire) {
+        if mark.is_woken() {
             return Poll::Ready(());
         }
-        if let Ok(mut task) = mark.task.lock() {
+        mark.set_task(cx.waker());
+        // A wake between the look above and the store is seen here.
+        match mark.is_woken() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    }
+}
+
+// === impl Mark ===
+
+impl Mark {
+    /// A mark for `task`, handed to the scheduler through `yield_now` (outside a runtime the
+    /// scheduler is not there, and it is woken at once).
+    fn deferred(task: &Waker) -> Arc<Mark> {
+        let mark = Arc::new(Mark {
+            woken: AtomicBool::new(false),
+            task: Mutex::new(Some(task.clone())),
+        });
+        let waker = Waker::from(mark.clone());
+        let mut yielded = std::pin::pin!(tokio::task::yield_now());
+        let _ = yielded.as_mut().poll(&mut Context::from_waker(&waker));
+        mark
+    }
+
+    fn is_woken(&self) -> bool {
+        self.woken.load(Ordering::Acquire)
+    }
+
+    /// The task the wake goes to: the one that polled last.
+    fn set_task(&self, waker: &Waker) {
+        if let Ok(mut task) = self.task.lock() {
             match task.as_mut() {
-                Some(held) => held.clone_from(cx.waker()),
-                None => *task = Some(cx.waker().clone()),
+                Some(held) => held.clone_from(waker),
+                None => *task = Some(waker.clone()),
             }
         }
-        // A wake between the load above and the store is seen here.
-        if mark.woken.load(Ordering::Acquire) {
-            return Poll::Ready(());
-        }
-        Poll::Pending
     }
 }
 

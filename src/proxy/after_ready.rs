@@ -8,9 +8,11 @@
 //! that marks the wake before passing it on.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
+
+use futures_util::task::AtomicWaker;
 
 /// Completes once the scheduler has woken it after the tasks ready before it ran.
 pub(super) struct AfterReady {
@@ -21,7 +23,7 @@ pub(super) struct AfterReady {
 /// The scheduler's wake, seen: the flag, and the task to wake with it.
 struct Mark {
     woken: AtomicBool,
-    task: Mutex<Option<Waker>>,
+    task: AtomicWaker,
 }
 
 impl AfterReady {
@@ -35,11 +37,8 @@ impl AfterReady {
             self.mark = Some(Mark::deferred(cx.waker()));
             return Poll::Pending;
         };
-        if mark.is_woken() {
-            return Poll::Ready(());
-        }
-        mark.set_task(cx.waker());
-        // A wake between the look above and the store is seen here.
+        // Registered before the look, so a wake in between is not missed.
+        mark.task.register(cx.waker());
         match mark.is_woken() {
             true => Poll::Ready(()),
             false => Poll::Pending,
@@ -55,8 +54,9 @@ impl Mark {
     fn deferred(task: &Waker) -> Arc<Mark> {
         let mark = Arc::new(Mark {
             woken: AtomicBool::new(false),
-            task: Mutex::new(Some(task.clone())),
+            task: AtomicWaker::new(),
         });
+        mark.task.register(task);
         let waker = Waker::from(mark.clone());
         let mut yielded = std::pin::pin!(tokio::task::yield_now());
         let _ = yielded.as_mut().poll(&mut Context::from_waker(&waker));
@@ -65,16 +65,6 @@ impl Mark {
 
     fn is_woken(&self) -> bool {
         self.woken.load(Ordering::Acquire)
-    }
-
-    /// The task the wake goes to: the one that polled last.
-    fn set_task(&self, waker: &Waker) {
-        if let Ok(mut task) = self.task.lock() {
-            match task.as_mut() {
-                Some(held) => held.clone_from(waker),
-                None => *task = Some(waker.clone()),
-            }
-        }
     }
 }
 
@@ -85,10 +75,7 @@ impl Wake for Mark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
-        let task = self.task.lock().ok().and_then(|mut task| task.take());
-        if let Some(task) = task {
-            task.wake();
-        }
+        self.task.wake();
     }
 }
 

@@ -9,12 +9,14 @@
 //! - `params._meta` (progress tokens, client details; 2025-06-18 basic §_meta): dropped.
 //!
 //! Objects are hashed with their keys sorted, so member order does not matter; numbers as
-//! serde_json prints them (`1` and `1.0` differ). The hash must be stable across processes,
-//! replicas and builds — a Redis record outlives the process that wrote it and is read by
-//! other replicas — so it cannot use std's `RandomState` (random per process) or
-//! `DefaultHasher` (its algorithm is unspecified across Rust releases). It is two independent
-//! 64-bit hashes written out in [`hash`]: FNV-1a and SipHash-2-4 with a fixed key. Not cryptographic:
-//! a colliding pair only fools the agent that owns the key (keys are scoped, see [`Key`]).
+//! serde_json prints them (`1` and `1.0` differ). The hash is one the caller names
+//! ([`Hashing`]): a Redis record outlives the process that wrote it and is read by other
+//! replicas and later builds, so its fingerprint is the one such records have always carried
+//! (FNV-1a and SipHash-2-4 with a fixed key, written out in [`hash`]); a fingerprint that
+//! stays in the process (the memory store, client retries) is XXH3-128, which takes a
+//! fraction of the instructions. Neither can be std's `RandomState` (random per process) or
+//! `DefaultHasher` (its algorithm is unspecified across Rust releases). Not cryptographic: a
+//! colliding pair only fools the agent that owns the key (keys are scoped, see [`Key`]).
 //!
 //! [`Key`]: super::Key
 
@@ -24,6 +26,7 @@ mod tree;
 
 use super::jsonscan;
 pub(super) use hash::Hash128;
+pub use hash::Hashing;
 #[cfg(test)]
 pub(super) use hash::{SIP_KEY, SipHasher24};
 use tree::Node;
@@ -49,24 +52,24 @@ pub struct Fingerprinted {
 
 /// Fingerprints a request: `target` is the HTTP path and query, `body` the whole request body.
 /// `None` when the body is not JSON (such a request is forwarded without idempotency).
-pub fn fingerprint(target: &str, body: &[u8]) -> Option<Fingerprinted> {
-    text::fingerprint(target, body).or_else(|| by_tree(target, body))
+pub fn fingerprint(target: &str, body: &[u8], hashing: Hashing) -> Option<Fingerprinted> {
+    text::fingerprint(target, body, hashing).or_else(|| by_tree(target, body, hashing))
 }
 
 /// Fingerprints a body read as the text path's, with the hashing straight from the text.
 #[cfg(test)]
-pub(super) fn from_text(target: &str, body: &[u8]) -> Option<Fingerprinted> {
-    text::fingerprint(target, body)
+pub(super) fn from_text(target: &str, body: &[u8], hashing: Hashing) -> Option<Fingerprinted> {
+    text::fingerprint(target, body, hashing)
 }
 
 /// Fingerprints any JSON body through a parsed tree.
-pub(super) fn by_tree(target: &str, body: &[u8]) -> Option<Fingerprinted> {
+pub(super) fn by_tree(target: &str, body: &[u8], hashing: Hashing) -> Option<Fingerprinted> {
     let mut value = Node::parse(body)?;
     match &mut value {
         Node::Array(batch) => batch.iter_mut().for_each(strip),
         one => strip(one),
     }
-    let mut h = Hash128::new();
+    let mut h = Hash128::new(hashing);
     h.bytes(DOMAIN);
     h.string(target);
     canonical(&value, &mut h);
@@ -142,9 +145,9 @@ impl Fingerprint {
     }
 }
 
-/// A stable 128-bit hash of a byte string (key scopes).
+/// A stable 128-bit hash of a byte string (key scopes, part of a Redis key's name).
 pub(super) fn hash_bytes(bytes: &[u8]) -> u128 {
-    let mut h = Hash128::new();
+    let mut h = Hash128::new(Hashing::Shared);
     h.bytes(bytes);
     h.finish()
 }

@@ -10,8 +10,8 @@
 //! 1. [`Key::new`] from the header value, scoped (e.g. by a hash of `Authorization`) so one
 //!    client can neither read nor block another's keys. `None` (empty, too long, control
 //!    characters): forward without idempotency.
-//! 2. [`fingerprint`] of the request target and the whole body — so the body must be buffered
-//!    (the replay buffer); a body past it, or not JSON: forward without idempotency.
+//! 2. [`Store::fingerprint`] of the request target and the whole body — so the body must be
+//!    buffered (the replay buffer); a body past it, or not JSON: forward without idempotency.
 //! 3. [`Store::claim`], before anything is sent upstream:
 //!    - `Done(record)`: answer from it — `record.status`, [`Record::header_map`],
 //!      [`Record::replay_body`] with the repeat's `ids` — never reaching the upstream;
@@ -42,7 +42,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use fingerprint::{Fingerprint, Fingerprinted, fingerprint};
+pub use fingerprint::{Fingerprint, Fingerprinted, Hashing, fingerprint};
 pub use key::{Key, MAX_KEY_LEN};
 pub use memory::Usage;
 pub use record::{Record, Recording, keeps_header, recordable_status};

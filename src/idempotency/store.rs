@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::fingerprint::Fingerprint;
+use super::fingerprint::{self, Fingerprint, Fingerprinted, Hashing};
 use super::memory::{MemoryStore, Usage};
 use super::record::Record;
 use super::redis::RedisStore;
@@ -106,6 +106,16 @@ impl Store {
             Backend::Memory(_) => "memory",
             Backend::Redis(_) => "redis",
         }
+    }
+
+    /// The fingerprint of a request to claim a key with: hashed as this store's records need
+    /// ([`Hashing`]). `None` when the body is not JSON.
+    pub fn fingerprint(&self, target: &str, body: &[u8]) -> Option<Fingerprinted> {
+        let hashing = match *self.backend {
+            Backend::Memory(_) => Hashing::InProcess,
+            Backend::Redis(_) => Hashing::Shared,
+        };
+        fingerprint::fingerprint(target, body, hashing)
     }
 
     /// The cap to give [`Recording::new`](super::Recording::new).

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::idempotency::{Fingerprint, fingerprint};
+use crate::idempotency::{Fingerprint, Hashing, fingerprint};
 
 /// How long after a failure a repeat counts as the agent's retry.
 pub(crate) const WINDOW: Duration = Duration::from_secs(300);
@@ -56,7 +56,7 @@ impl RecentFailures {
         target: &str,
         body: &[u8],
     ) {
-        let Some(fp) = fingerprint(target, body) else {
+        let Some(fp) = fingerprint(target, body, Hashing::InProcess) else {
             return;
         };
         let now = Instant::now();
@@ -106,7 +106,8 @@ impl RecentFailures {
                 None => return false,
             }
         };
-        let same = fingerprint(target, body).is_some_and(|f| f.fingerprint == recorded);
+        let same = fingerprint(target, body, Hashing::InProcess)
+            .is_some_and(|f| f.fingerprint == recorded);
         if same {
             let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
             map.remove(&key);

@@ -5,7 +5,7 @@ use http::Response;
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 
-use crate::idempotency::{Claim, Key, Record, Ticket, fingerprint};
+use crate::idempotency::{Claim, Key, Record, Ticket};
 use crate::metrics::ReplayResult;
 
 use super::body::{ObservedBody, ProxyBody};
@@ -74,11 +74,12 @@ impl Proxy {
             return KeyClaim::None;
         };
         let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-        let Some(fp) = fingerprint(target, body) else {
+        let store = &self.carried.idempotency;
+        let Some(fp) = store.fingerprint(target, body) else {
             return KeyClaim::None;
         };
         let metrics = &self.ctx().metrics;
-        match self.carried.idempotency.claim(&key, fp.fingerprint).await {
+        match store.claim(&key, fp.fingerprint).await {
             Ok(Claim::Fresh(ticket)) => KeyClaim::Fresh(ticket, fp.ids),
             Ok(Claim::Done(record)) => {
                 metrics.idempotent_replay(ReplayResult::Replayed);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strata::config::{IdempotencyConfig, RedisConfig, StoreKind};
 use strata::idempotency::{
-    Claim, Completion, Fingerprint, Key, Record, Store, StoreError, fingerprint,
+    Claim, Completion, Fingerprint, Hashing, Key, Record, Store, StoreError, fingerprint,
 };
 use support::redis::{Redis, free_port, raw};
 use tokio::net::{TcpListener, TcpStream};
@@ -81,7 +81,12 @@ async fn a_second_replica_recognises_the_key() {
     };
     let (a, b) = (redis.store(), redis.store());
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":5}}}"#;
-    let first = fingerprint("/mcp", body).unwrap();
+    let first = a.fingerprint("/mcp", body).unwrap();
+    // The hash records have always carried, which replicas of earlier builds still read.
+    assert_eq!(
+        Some(&first),
+        fingerprint("/mcp", body, Hashing::Shared).as_ref()
+    );
     let t = fresh(&a, "pay-1", first.fingerprint.0).await;
     assert_eq!(kind(&b, "pay-1", first.fingerprint.0).await, "in_flight");
     let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}"#;
@@ -91,7 +96,7 @@ async fn a_second_replica_recognises_the_key() {
 
     // The repeat lands on replica b, with its own id.
     let again = br#"{"jsonrpc":"2.0","id":"r2","method":"tools/call","params":{"name":"pay","arguments":{"cents":5},"_meta":{"progressToken":"p"}}}"#;
-    let repeat = fingerprint("/mcp", again).unwrap();
+    let repeat = b.fingerprint("/mcp", again).unwrap();
     assert_eq!(repeat.fingerprint, first.fingerprint);
     let Claim::Done(record) = b.claim(&key("pay-1"), repeat.fingerprint).await.unwrap() else {
         panic!("replica b did not find the record");
@@ -103,7 +108,7 @@ async fn a_second_replica_recognises_the_key() {
     );
     // Different arguments under the same key, on either replica.
     let other = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pay","arguments":{"cents":6}}}"#;
-    let other = fingerprint("/mcp", other).unwrap().fingerprint;
+    let other = b.fingerprint("/mcp", other).unwrap().fingerprint;
     assert!(matches!(
         b.claim(&key("pay-1"), other).await,
         Ok(Claim::Mismatch)

@@ -1,49 +1,75 @@
-//! The two 64-bit hashes behind a fingerprint, written out here because they must give the
-//! same value in every process, replica and build: FNV-1a and SipHash-2-4 with a fixed key.
+//! The hashes behind a fingerprint ([`Hashing`]): for the Redis store FNV-1a and SipHash-2-4
+//! with a fixed key, written out here because they must give the value records already stored
+//! carry; XXH3-128 for fingerprints that never leave the process.
 
 use std::fmt::{self, Write as _};
+
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_128};
 
 /// SipHash key: any fixed value works; it only has to be the same everywhere.
 pub(in crate::idempotency) const SIP_KEY: (u64, u64) =
     (0x7374_7261_7461_2d69, 0x6465_6d2d_6670_2f31);
 
-/// How many bytes of the stream are gathered before both hashes take them.
-const RUN: usize = 256;
+/// How many bytes of the stream are gathered before the hash takes them: the whole stream of
+/// a tools/call with a few arguments, which XXH3 then hashes at once.
+const RUN: usize = 512;
 
-/// FNV-1a 64 and SipHash-2-4 side by side, over one stream of bytes. A fingerprint's stream
-/// is many short writes (a one-byte tag, an eight-byte length, a short key); they are gathered
-/// into runs, and each hash walks a run at once — FNV-1a a byte at a time as it must, SipHash
-/// in whole words. Both are streaming hashes, so where the runs are cut changes neither.
+/// Which 128-bit hash a fingerprint is taken with. Both are stable (the same value in every
+/// process and build); they differ in who reads the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hashing {
+    /// FNV-1a 64 and SipHash-2-4 with a fixed key, side by side: the fingerprint Redis records
+    /// carry (`strata-idem/1`), which a record written by another replica or an earlier build
+    /// must still match.
+    Shared,
+    /// XXH3-128: a fingerprint that never leaves the process (the memory store, client
+    /// retries). Sixteen bytes a step where FNV-1a takes one.
+    InProcess,
+}
+
+/// A 128-bit hash over one stream of bytes. A fingerprint's stream is many short writes (a
+/// one-byte tag, an eight-byte length, a short key); they are gathered into runs, and the hash
+/// takes a run at once. Every hash here is streaming, so where the runs are cut changes none.
 pub(in crate::idempotency) struct Hash128 {
     streams: Streams,
     pending: [u8; RUN],
     used: usize,
 }
 
-/// The two hashes' states.
-struct Streams {
-    fnv: u64,
-    sip: SipHasher24,
+/// The hashes' states.
+enum Streams {
+    /// FNV-1a a byte at a time as it must, SipHash in whole words.
+    Shared { fnv: u64, sip: SipHasher24 },
+    /// XXH3's streaming state, made when a second run begins: a stream of one run (the usual
+    /// request) is hashed at once, as XXH3 defines the same value for both.
+    InProcess(Option<Box<Xxh3Default>>),
 }
 
 impl Streams {
     fn absorb(&mut self, bytes: &[u8]) {
-        let mut fnv = self.fnv;
-        for &b in bytes {
-            fnv = (fnv ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        match self {
+            Streams::Shared { fnv, sip } => {
+                *fnv = fnv_1a(*fnv, bytes);
+                sip.write(bytes);
+            }
+            Streams::InProcess(state) => state
+                .get_or_insert_with(|| Box::new(Xxh3Default::new()))
+                .update(bytes),
         }
-        self.fnv = fnv;
-        self.sip.write(bytes);
     }
 }
 
 impl Hash128 {
-    pub(in crate::idempotency) fn new() -> Hash128 {
-        Hash128 {
-            streams: Streams {
+    pub(in crate::idempotency) fn new(hashing: Hashing) -> Hash128 {
+        let streams = match hashing {
+            Hashing::Shared => Streams::Shared {
                 fnv: 0xcbf2_9ce4_8422_2325,
                 sip: SipHasher24::new(SIP_KEY.0, SIP_KEY.1),
             },
+            Hashing::InProcess => Streams::InProcess(None),
+        };
+        Hash128 {
+            streams,
             pending: [0; RUN],
             used: 0,
         }
@@ -66,7 +92,7 @@ impl Hash128 {
         }
     }
 
-    /// The gathered run into both hashes.
+    /// The gathered run into the hash.
     fn flush(&mut self) {
         let run = self.pending.get(..self.used).unwrap_or_default();
         self.streams.absorb(run);
@@ -95,11 +121,29 @@ impl Hash128 {
         self.bytes(text);
     }
 
-    pub(in crate::idempotency) fn finish(mut self) -> u128 {
-        self.flush();
-        let Streams { fnv, sip } = self.streams;
-        (u128::from(fnv) << 64) | u128::from(sip.finish())
+    pub(in crate::idempotency) fn finish(self) -> u128 {
+        let run = self.pending.get(..self.used).unwrap_or_default();
+        match self.streams {
+            Streams::Shared { fnv, mut sip } => {
+                let fnv = fnv_1a(fnv, run);
+                sip.write(run);
+                (u128::from(fnv) << 64) | u128::from(sip.finish())
+            }
+            Streams::InProcess(None) => xxh3_128(run),
+            Streams::InProcess(Some(mut state)) => {
+                state.update(run);
+                state.digest128()
+            }
+        }
     }
+}
+
+/// FNV-1a 64 from state `h` over `bytes`.
+fn fnv_1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// A number's printed text, held on the stack.

@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 
 use crate::classify::json::string_run;
 
-use super::{DOMAIN, Fingerprint, Fingerprinted, Hash128};
+use super::{DOMAIN, Fingerprint, Fingerprinted, Hash128, Hashing};
 
 /// The deepest nesting this path reads; past it the tree takes the body.
 const MAX_DEPTH: usize = 16;
@@ -28,7 +28,7 @@ const MAX_DIGITS: usize = 18;
 
 /// Fingerprints `body` from its text; `None` when it is not the kind of body this path reads
 /// (which says nothing of whether it is JSON).
-pub(super) fn fingerprint(target: &str, body: &[u8]) -> Option<Fingerprinted> {
+pub(super) fn fingerprint(target: &str, body: &[u8], hashing: Hashing) -> Option<Fingerprinted> {
     let start = ws(body, 0);
     if body.get(start) != Some(&b'{') {
         return None;
@@ -49,7 +49,7 @@ pub(super) fn fingerprint(target: &str, body: &[u8]) -> Option<Fingerprinted> {
     if !text.ascii {
         std::str::from_utf8(body).ok()?;
     }
-    let mut h = Hash128::new();
+    let mut h = Hash128::new(hashing);
     h.bytes(DOMAIN);
     h.string(target);
     text.object(top, Level::Message, &mut h)?;

@@ -1,8 +1,13 @@
 use super::super::fingerprint::{SIP_KEY, SipHasher24, hash_bytes};
 use super::super::*;
 
-fn fp(body: &str) -> Fingerprint {
-    fingerprint("/mcp", body.as_bytes()).unwrap().fingerprint
+/// Every hashing a fingerprint is taken with: what a fingerprint tells apart is the same for each.
+const BOTH: [Hashing; 2] = [Hashing::Shared, Hashing::InProcess];
+
+fn fp_with(body: &str, hashing: Hashing) -> Fingerprint {
+    fingerprint("/mcp", body.as_bytes(), hashing)
+        .unwrap()
+        .fingerprint
 }
 
 #[test]
@@ -64,88 +69,106 @@ fn pinned_across_builds() {
     // Replicas and restarts must agree (records live in Redis): if this changes, bump DOMAIN
     // in fingerprint.rs so old records stop matching instead of matching wrongly.
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[1,2.5,"x",null,true]}}}"#;
-    assert_eq!(fp(body).to_hex(), "616be8e5e85d7ac572930357344b72df");
+    let shared = fp_with(body, Hashing::Shared);
+    assert_eq!(shared.to_hex(), "616be8e5e85d7ac572930357344b72df");
+    // The memory store's is another hash of the same stream.
+    assert_ne!(fp_with(body, Hashing::InProcess), shared);
 }
 
 #[test]
 fn ignores_id_and_meta_only() {
-    let a = fp(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":1}}}"#,
-    );
-    let b = fp(
-        r#"{"jsonrpc":"2.0","id":"other","method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":9,"x":1}}}"#,
-    );
-    let c = fp(
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
-    );
-    assert_eq!(a, b);
-    assert_eq!(a, c);
-    // An argument change is a different request.
-    let d = fp(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":101}}}"#,
-    );
-    assert_ne!(a, d);
-    // `_meta` elsewhere than `params` is part of the request.
-    let e = fp(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100,"_meta":1}}}"#,
-    );
-    assert_ne!(a, e);
-    // A notification is not the same as a request.
-    let f = fp(
-        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
-    );
-    assert_ne!(a, f);
+    for hashing in BOTH {
+        let fp = |body: &str| fp_with(body, hashing);
+        let a = fp(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":1}}}"#,
+        );
+        let b = fp(
+            r#"{"jsonrpc":"2.0","id":"other","method":"tools/call","params":{"name":"pay","arguments":{"cents":100},"_meta":{"progressToken":9,"x":1}}}"#,
+        );
+        let c = fp(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
+        );
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        // An argument change is a different request.
+        let d = fp(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":101}}}"#,
+        );
+        assert_ne!(a, d);
+        // `_meta` elsewhere than `params` is part of the request.
+        let e = fp(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"cents":100,"_meta":1}}}"#,
+        );
+        assert_ne!(a, e);
+        // A notification is not the same as a request.
+        let f = fp(
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"cents":100}}}"#,
+        );
+        assert_ne!(a, f);
+    }
 }
 
 #[test]
 fn member_order_and_whitespace_do_not_matter() {
-    let a = fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[3,4]}}}"#);
-    let b = fp(
-        "{ \"params\" : { \"y\" : {\"a\":[3, 4], \"b\":2}, \"x\":1 }, \"method\":\"m\",\n \"id\":7, \"jsonrpc\":\"2.0\" }",
-    );
-    assert_eq!(a, b);
-    // Array order does.
-    let c = fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[4,3]}}}"#);
-    assert_ne!(a, c);
-    // Unambiguous: moving characters between strings is a change.
-    assert_ne!(
-        fp(r#"{"params":{"a":"bc","d":""}}"#),
-        fp(r#"{"params":{"a":"b","d":"c"}}"#)
-    );
+    for hashing in BOTH {
+        let fp = |body: &str| fp_with(body, hashing);
+        let a =
+            fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[3,4]}}}"#);
+        let b = fp(
+            "{ \"params\" : { \"y\" : {\"a\":[3, 4], \"b\":2}, \"x\":1 }, \"method\":\"m\",\n \"id\":7, \"jsonrpc\":\"2.0\" }",
+        );
+        assert_eq!(a, b);
+        // Array order does.
+        let c =
+            fp(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1,"y":{"b":2,"a":[4,3]}}}"#);
+        assert_ne!(a, c);
+        // Unambiguous: moving characters between strings is a change.
+        assert_ne!(
+            fp(r#"{"params":{"a":"bc","d":""}}"#),
+            fp(r#"{"params":{"a":"b","d":"c"}}"#)
+        );
+    }
 }
 
 #[test]
 fn target_is_part_of_the_request() {
     let body = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-    let a = fingerprint("/mcp", body).unwrap().fingerprint;
-    let b = fingerprint("/other", body).unwrap().fingerprint;
-    assert_ne!(a, b);
+    for hashing in BOTH {
+        let a = fingerprint("/mcp", body, hashing).unwrap().fingerprint;
+        let b = fingerprint("/other", body, hashing).unwrap().fingerprint;
+        assert_ne!(a, b);
+    }
 }
 
 #[test]
 fn keeps_the_raw_ids_in_request_order() {
-    let single = fingerprint(
-        "/",
-        br#"{"jsonrpc":"2.0","id": "a\u0062" ,"method":"ping"}"#,
-    )
-    .unwrap();
-    assert_eq!(single.ids, vec![r#""a\u0062""#.to_owned()]);
-    let batch = br#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"z","method":"ping"}]"#;
-    let batch = fingerprint("/", batch).unwrap();
-    assert_eq!(batch.ids, vec!["3".to_owned(), "\"z\"".to_owned()]);
-    // The same batch with other ids fingerprints the same.
-    let again = br#"[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
-    assert_eq!(
-        fingerprint("/", again).unwrap().fingerprint,
-        batch.fingerprint
-    );
+    for hashing in BOTH {
+        let single = fingerprint(
+            "/",
+            br#"{"jsonrpc":"2.0","id": "a\u0062" ,"method":"ping"}"#,
+            hashing,
+        )
+        .unwrap();
+        assert_eq!(single.ids, vec![r#""a\u0062""#.to_owned()]);
+        let batch = br#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"z","method":"ping"}]"#;
+        let batch = fingerprint("/", batch, hashing).unwrap();
+        assert_eq!(batch.ids, vec!["3".to_owned(), "\"z\"".to_owned()]);
+        // The same batch with other ids fingerprints the same.
+        let again = br#"[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
+        assert_eq!(
+            fingerprint("/", again, hashing).unwrap().fingerprint,
+            batch.fingerprint
+        );
+    }
 }
 
 #[test]
 fn not_json_is_none() {
-    assert_eq!(fingerprint("/", b"not json"), None);
-    assert_eq!(fingerprint("/", b"{\"id\":1"), None);
-    assert_eq!(fingerprint("/", b"\"a string\""), None);
+    for hashing in BOTH {
+        assert_eq!(fingerprint("/", b"not json", hashing), None);
+        assert_eq!(fingerprint("/", b"{\"id\":1", hashing), None);
+        assert_eq!(fingerprint("/", b"\"a string\"", hashing), None);
+    }
 }
 
 #[test]
@@ -204,13 +227,13 @@ mod oracle {
     use super::super::super::fingerprint::Hash128;
     use super::*;
 
-    fn reference(target: &str, body: &[u8]) -> Option<u128> {
+    fn reference(target: &str, body: &[u8], hashing: Hashing) -> Option<u128> {
         let mut value: Value = serde_json::from_slice(body).ok()?;
         match &mut value {
             Value::Array(batch) => batch.iter_mut().for_each(strip),
             one => strip(one),
         }
-        let mut h = Hash128::new();
+        let mut h = Hash128::new(hashing);
         h.bytes(b"strata-idem-fp/1");
         h.string(target);
         canonical(&value, &mut h);
@@ -288,10 +311,15 @@ mod oracle {
 
     proptest! {
         #[test]
-        fn the_borrowed_parse_hashes_as_the_value_did(body in object(text()), batch: bool) {
+        fn the_borrowed_parse_hashes_as_the_value_did(
+            body in object(text()),
+            batch: bool,
+            shared: bool,
+        ) {
             let body = if batch { format!("[{body},{body}]") } else { body };
-            let want = reference("/mcp", body.as_bytes());
-            let got = fingerprint("/mcp", body.as_bytes()).map(|f| f.fingerprint.0);
+            let hashing = if shared { Hashing::Shared } else { Hashing::InProcess };
+            let want = reference("/mcp", body.as_bytes(), hashing);
+            let got = fingerprint("/mcp", body.as_bytes(), hashing).map(|f| f.fingerprint.0);
             // A number out of f64's range is not JSON to either; every other body hashes.
             prop_assert_eq!(want, got, "{}", body);
         }
@@ -305,9 +333,11 @@ mod oracle {
             r#"{"params":{"n":1e300,"m":-0,"k":1.0,"j":18446744073709551616}}"#,
             r#"{"params":{"é":"\ud83d\ude00","\u00e9":"x"}}"#,
         ] {
-            let got = fingerprint("/mcp", body.as_bytes()).map(|f| f.fingerprint.0);
-            assert_eq!(got, reference("/mcp", body.as_bytes()), "{body}");
-            assert!(got.is_some(), "{body}");
+            for hashing in BOTH {
+                let got = fingerprint("/mcp", body.as_bytes(), hashing).map(|f| f.fingerprint.0);
+                assert_eq!(got, reference("/mcp", body.as_bytes(), hashing), "{body}");
+                assert!(got.is_some(), "{body}");
+            }
         }
     }
 }
@@ -318,6 +348,7 @@ mod text_path {
     use proptest::prelude::*;
 
     use super::super::super::fingerprint::{by_tree, from_text};
+    use super::{BOTH, Hashing};
 
     /// Values of the text path's kind: integers as `serde_json` prints them, strings without
     /// escapes (some not ASCII), nested objects and arrays.
@@ -352,10 +383,11 @@ mod text_path {
 
     proptest! {
         #[test]
-        fn takes_the_usual_body_and_hashes_it_as_the_tree(body in object(value())) {
-            let got = from_text("/mcp", body.as_bytes());
+        fn takes_the_usual_body_and_hashes_it_as_the_tree(body in object(value()), shared: bool) {
+            let hashing = if shared { Hashing::Shared } else { Hashing::InProcess };
+            let got = from_text("/mcp", body.as_bytes(), hashing);
             prop_assert!(got.is_some(), "the text path gave up on {}", body);
-            prop_assert_eq!(got, by_tree("/mcp", body.as_bytes()), "{}", body);
+            prop_assert_eq!(got, by_tree("/mcp", body.as_bytes(), hashing), "{}", body);
         }
     }
 
@@ -373,11 +405,12 @@ mod text_path {
             r#"{"id":1,"id":2}"#,
             r#"{"a":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}"#,
         ];
-        for body in json {
-            assert_eq!(from_text("/mcp", body.as_bytes()), None, "{body}");
-            let tree = by_tree("/mcp", body.as_bytes());
+        for (body, hashing) in json.iter().flat_map(|b| BOTH.map(|h| (b, h))) {
+            assert_eq!(from_text("/mcp", body.as_bytes(), hashing), None, "{body}");
+            let tree = by_tree("/mcp", body.as_bytes(), hashing);
             assert!(tree.is_some(), "{body}");
-            assert_eq!(super::fingerprint("/mcp", body.as_bytes()), tree, "{body}");
+            let any = super::fingerprint("/mcp", body.as_bytes(), hashing);
+            assert_eq!(any, tree, "{body}");
         }
         // Not JSON, or not a message.
         let not_json = [
@@ -393,11 +426,14 @@ mod text_path {
             r#"{"a":1"#,
             r#"{a:1}"#,
         ];
-        for body in not_json {
-            assert_eq!(from_text("/mcp", body.as_bytes()), None, "{body}");
-            assert_eq!(super::fingerprint("/mcp", body.as_bytes()), None, "{body}");
+        for (body, hashing) in not_json.iter().flat_map(|b| BOTH.map(|h| (b, h))) {
+            assert_eq!(from_text("/mcp", body.as_bytes(), hashing), None, "{body}");
+            let any = super::fingerprint("/mcp", body.as_bytes(), hashing);
+            assert_eq!(any, None, "{body}");
         }
-        assert_eq!(from_text("/mcp", b"{\"a\":\"\xff\"}"), None);
+        for hashing in BOTH {
+            assert_eq!(from_text("/mcp", b"{\"a\":\"\xff\"}", hashing), None);
+        }
     }
 }
 
@@ -406,11 +442,9 @@ mod text_path {
 #[test]
 fn gathered_runs_hash_as_the_stream() {
     use super::super::fingerprint::Hash128;
-    let stream: Vec<u8> = (0..2000u32)
-        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
-        .collect();
-    for sizes in [&[1usize, 8, 3][..], &[255, 2, 300], &[700], &[256, 256, 1]] {
-        let mut h = Hash128::new();
+    let stream = test_stream();
+    for sizes in [&[1usize, 8, 3][..], &[511, 2, 600], &[1300], &[512, 512, 1]] {
+        let mut h = Hash128::new(Hashing::Shared);
         let (mut at, mut fnv) = (0, 0xcbf2_9ce4_8422_2325_u64);
         let mut sip = SipHasher24::new(SIP_KEY.0, SIP_KEY.1);
         for &n in sizes.iter().cycle().take(40) {
@@ -425,4 +459,37 @@ fn gathered_runs_hash_as_the_stream() {
         let want = (u128::from(fnv) << 64) | u128::from(sip.finish());
         assert_eq!(h.finish(), want, "writes of {sizes:?}");
     }
+}
+
+/// In-process fingerprints are XXH3-128 of the whole stream, whether it ends within the first
+/// run (hashed at once) or goes on past it (hashed as it streams), at any cuts.
+#[test]
+fn in_process_hash_is_xxh3_of_the_stream() {
+    use xxhash_rust::xxh3::xxh3_128;
+
+    use super::super::fingerprint::Hash128;
+    let stream = test_stream();
+    for len in [0, 1, 17, 200, 256, 511, 512, 513, 1000, 2000] {
+        for sizes in [&[1usize, 8, 3][..], &[511, 2, 600], &[1300], &[512, 512, 1]] {
+            let mut h = Hash128::new(Hashing::InProcess);
+            let mut at = 0;
+            for &n in sizes.iter().cycle() {
+                if at == len {
+                    break;
+                }
+                let end = (at + n).min(len);
+                h.bytes(&stream[at..end]);
+                at = end;
+            }
+            let want = xxh3_128(&stream[..len]);
+            assert_eq!(h.finish(), want, "{len} bytes in writes of {sizes:?}");
+        }
+    }
+}
+
+/// 2,000 bytes of no pattern a hash could shortcut.
+fn test_stream() -> Vec<u8> {
+    (0..2000u32)
+        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
+        .collect()
 }

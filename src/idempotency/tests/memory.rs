@@ -51,6 +51,31 @@ async fn claim_in_flight_mismatch_done() {
     assert_eq!(claim(&store, "other", 2).await, "fresh");
 }
 
+/// The memory store's fingerprints never leave the process: they are taken with the faster
+/// hash, and a repeat of the request is still recognised by them.
+#[tokio::test(start_paused = true)]
+async fn fingerprints_in_process_and_replays_by_them() {
+    let store = Store::new(&config(60, 100, 1 << 20, 1 << 16));
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
+    let first = store.fingerprint("/mcp", body).unwrap();
+    assert_eq!(
+        Some(&first),
+        fingerprint("/mcp", body, Hashing::InProcess).as_ref()
+    );
+    assert_ne!(
+        Some(&first),
+        fingerprint("/mcp", body, Hashing::Shared).as_ref()
+    );
+    let t = fresh(&store, "k", first.fingerprint.0).await;
+    assert_eq!(t.complete(record("{}")).await.unwrap(), Completion::Stored);
+    let again = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}"#;
+    let repeat = store.fingerprint("/mcp", again).unwrap();
+    assert_eq!(claim(&store, "k", repeat.fingerprint.0).await, "done");
+    let other = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"u"}}"#;
+    let other = store.fingerprint("/mcp", other).unwrap();
+    assert_eq!(claim(&store, "k", other.fingerprint.0).await, "mismatch");
+}
+
 #[tokio::test(start_paused = true)]
 async fn concurrent_claims_have_one_winner() {
     let store = Store::new(&config(60, 100, 1 << 20, 1 << 16));

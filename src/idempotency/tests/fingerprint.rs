@@ -391,6 +391,29 @@ mod text_path {
         }
     }
 
+    /// A string's first 16 bytes are read at once and the rest in runs: what stops a string
+    /// past them is found as within them.
+    #[test]
+    fn reads_strings_past_their_first_sixteen_bytes() {
+        let pad = "p".repeat(19);
+        let text = format!(r#"{{"params":{{"{pad}é{pad}":"{pad}日{pad}"}}}}"#);
+        for hashing in BOTH {
+            let got = from_text("/mcp", text.as_bytes(), hashing);
+            assert!(got.is_some(), "{text}");
+            assert_eq!(got, by_tree("/mcp", text.as_bytes(), hashing), "{text}");
+            let escape = format!(r#"{{"params":{{"a":"{pad}\n"}}}}"#);
+            assert_eq!(from_text("/mcp", escape.as_bytes(), hashing), None);
+            assert!(by_tree("/mcp", escape.as_bytes(), hashing).is_some());
+            let control = format!("{{\"params\":{{\"a\":\"{pad}\u{1}\"}}}}");
+            assert_eq!(
+                super::fingerprint("/mcp", control.as_bytes(), hashing),
+                None
+            );
+            let open = format!(r#"{{"params":{{"a":"{pad}{pad}"#);
+            assert_eq!(super::fingerprint("/mcp", open.as_bytes(), hashing), None);
+        }
+    }
+
     /// What the text path leaves to the tree, JSON or not; `fingerprint` then answers as the
     /// tree does.
     #[test]

@@ -17,6 +17,9 @@ pub const MAX_KEY_LEN: usize = 255;
 /// The scope's 32 hex digits and the colon before a key.
 const SCOPED_LEN: usize = 33;
 
+/// Lower-case hex digits, by value.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// This process's keys for the key hash.
 static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
 
@@ -56,9 +59,9 @@ impl Key {
         // call makes one per call), then copied once into the key's own allocation.
         let scope = fingerprint::hash_bytes(scope);
         let mut buf = [0u8; SCOPED_LEN + MAX_KEY_LEN];
-        for (k, digit) in buf.iter_mut().take(32).enumerate() {
-            let nibble = (scope >> (124 - 4 * k)) & 0xf;
-            *digit = b"0123456789abcdef"[nibble as usize];
+        for (pair, byte) in buf.chunks_exact_mut(2).zip(scope.to_be_bytes()) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
         }
         buf[32] = b':';
         let len = SCOPED_LEN + v.len();

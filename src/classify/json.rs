@@ -1390,7 +1390,7 @@ pub(crate) fn line_break(seg: &[u8]) -> Option<usize> {
 /// [`string_run`] for a key: keys are short, so when the first 16 bytes hold the stop, one
 /// inline compare finds it (no call, no loop set up).
 #[inline(always)]
-pub(crate) fn key_run(rest: &[u8]) -> usize {
+fn key_run(rest: &[u8]) -> usize {
     if let Some(head) = rest.first_chunk::<16>() {
         let p = head_run(head);
         if p < 16 {

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use smallvec::SmallVec;
 
-use crate::classify::json::{key_run, string_run};
+use crate::classify::json::string_run;
 
 use super::{DOMAIN, Fingerprint, Fingerprinted, Hash128, Hashing};
 
@@ -138,17 +138,17 @@ impl Text<'_> {
 
     /// The text of the string at `at` (`"`), without its quotes; `None` for an escape (the
     /// tree unescapes) and for a control character (not JSON, RFC 8259 §7). The runs between
-    /// stops are found as the classifier finds them ([`string_run`]; the first as it finds a
-    /// key's, [`key_run`], since most strings of a request are keys or short values); a byte
-    /// above ASCII stops a run but not the string, and has the body's UTF-8 checked at the end.
+    /// stops are found as the classifier finds them ([`string_run`]); a byte above ASCII stops
+    /// a run but not the string, and has the body's UTF-8 checked at the end.
     fn string(&mut self, at: usize) -> Option<Range<usize>> {
         let body = self.body;
         if body.get(at) != Some(&b'"') {
             return None;
         }
         let from = at + 1;
-        let mut i = from + key_run(body.get(from..)?);
+        let mut i = from;
         loop {
+            i += string_run(body.get(i..)?);
             match body.get(i)? {
                 b'"' => return Some(from..i),
                 0x80.. => {
@@ -157,7 +157,6 @@ impl Text<'_> {
                 }
                 _ => return None,
             }
-            i += string_run(body.get(i..)?);
         }
     }
 

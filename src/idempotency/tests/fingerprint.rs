@@ -391,8 +391,8 @@ mod text_path {
         }
     }
 
-    /// A string's first 16 bytes are read at once and the rest in runs: what stops a string
-    /// past them is found as within them.
+    /// Strings are read 16 bytes a compare: what stops one past its first 16 bytes (a byte
+    /// above ASCII, an escape, a control character, the end of the body) is found as within them.
     #[test]
     fn reads_strings_past_their_first_sixteen_bytes() {
         let pad = "p".repeat(19);

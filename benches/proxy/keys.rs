@@ -150,8 +150,8 @@ fn counted_rows(plan: &Plan) -> Vec<Row<'_>> {
 }
 
 /// One fresh key sent twice through `t`: whether the second answer was the first's, replayed
-/// from the store.
-fn replays(rt: &Runtime, t: &Target) -> anyhow::Result<bool> {
+/// from the store (marked `idempotent-replayed`; the paths part's nginx marks a cache hit so).
+pub(crate) fn replays(rt: &Runtime, t: &Target) -> anyhow::Result<bool> {
     rt.block_on(async {
         let mut conn = load::connect(t.addr).await?;
         let key = load::fresh_key();

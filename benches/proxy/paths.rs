@@ -6,9 +6,10 @@
 //! the added latency.
 //!
 //! The proxies' listeners ([`Front`]): strata runs four processes (plain TCP, serving HTTP/1.1
-//! and h2 with prior knowledge on one port; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an
-//! `https://` upstream; plain TCP re-sending keyed calls the upstream answers 503), nginx one
-//! process with a server for each, HAProxy one process with a frontend for each it can serve.
+//! and h2 with prior knowledge on one port and recording keyed calls' answers on its memory
+//! store; TLS, h2 or HTTP/1.1 by ALPN; plain TCP to an `https://` upstream; plain TCP
+//! re-sending keyed calls the upstream answers 503), nginx one process with a server for each,
+//! HAProxy one process with a frontend for each it can serve.
 //! Every TLS connection, the agents' and the upstreams', is [`tls::SUITE`]. With `--baseline`,
 //! that build runs beside strata on the plain front (`base`).
 
@@ -18,7 +19,10 @@ use std::path::Path;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use anyhow::Context;
+
 use crate::Plan;
+use crate::keys;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec};
 use crate::procs::{self, NGINX_PROXY, Proc, Target};
@@ -53,6 +57,9 @@ enum Front {
     Tls,
     /// Plain TCP, HTTP/1.1, to the TLS upstream (`https://`).
     ToTls,
+    /// Plain TCP, HTTP/1.1, to the plain upstream, recording each keyed call's answer to replay
+    /// a repeat (strata: the plain process, its memory store; nginx: [`KEYED_LOCATION`]).
+    Keyed,
     /// Plain TCP, HTTP/1.1, to the plain upstream, re-sending a call the upstream answers 503
     /// (strata: keyed calls retried, `idempotency.upstream_honours_keys`; nginx:
     /// `proxy_next_upstream http_503`).
@@ -105,7 +112,7 @@ fn paths() -> Vec<PathSpec> {
         },
         PathSpec {
             keyed: PROXIES,
-            ..path("keyed json", "/json", &call, Front::Plain, Agent::H1, None)
+            ..path("keyed json", "/json", &call, Front::Keyed, Agent::H1, None)
         },
         PathSpec {
             // Direct sends no key: the upstream answers it at once, the added latency is the
@@ -228,13 +235,16 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     let (_up_proc, plain) = procs::upstream(false)?;
     let (_tls_up_proc, tls_up) = procs::upstream(true)?;
     let ups = Ups { plain, tls: tls_up };
+    // nginx's recorded answers: removed after nginx has ended (declared before it).
+    let keys = procs::Scratch::in_memory("nginx-keys")?;
     // Dropped before the upstreams (declared after them): the proxies first.
     let mut procs: Vec<Proc> = Vec::new();
-    let fronts = start(plan, &dir, &cert, &ups, &mut procs)?;
+    let fronts = start(plan, &dir, keys.path(), &cert, &ups, &mut procs)?;
     std::thread::sleep(std::time::Duration::from_millis(500));
     let wires = Wires::new(&cert)?;
     let mut loads = Map::new();
     let mut described = Map::new();
+    let mut replayed = Map::new();
     let chosen = paths()
         .into_iter()
         .filter(|p| plan.paths.is_empty() || plan.paths.iter().any(|n| n == p.name));
@@ -254,6 +264,9 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
                 measure::load_on(rt, plan, &targets, &ws, path.extra, &spec, ticks_per_s)?;
             loads.insert(spec.name(), figures);
         }
+        if path.front == Front::Keyed {
+            replayed.insert(path.name.into(), replays(rt, &targets)?);
+        }
     }
     drop(procs);
     Ok(json!({
@@ -262,6 +275,7 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
         "tools_list_bytes": TOOLS_LIST_BYTES,
         "haproxy": plan.haproxy.exists().then(|| haproxy_version(&plan.haproxy)),
         "paths": described,
+        "replayed": replayed,
         "load": loads,
     }))
 }
@@ -271,13 +285,14 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
 fn start(
     plan: &Plan,
     dir: &Path,
+    keys: &Path,
     cert: &Cert,
     ups: &Ups,
     procs: &mut Vec<Proc>,
 ) -> anyhow::Result<Vec<Fronts>> {
     let mut fronts = Vec::new();
     if !plan.train {
-        fronts.push(nginx(plan, dir, cert, ups, procs)?);
+        fronts.push(nginx(plan, dir, keys, cert, ups, procs)?);
         if plan.haproxy.exists() {
             fronts.push(haproxy(plan, dir, cert, ups, procs)?);
         } else {
@@ -294,6 +309,24 @@ fn start(
     Ok(fronts)
 }
 
+/// After a recording path's loads, a fresh key sent twice through each proxy that records
+/// ([`keys::replays`]): the second answer must be replayed, so that the figures are of the job
+/// and the store still takes keys once the load has filled it. HAProxy forwards the field and
+/// direct sends none: neither is asked.
+fn replays(rt: &tokio::runtime::Runtime, targets: &[Target]) -> anyhow::Result<Value> {
+    let mut replayed = Map::new();
+    for t in targets
+        .iter()
+        .filter(|t| !["direct", "haproxy"].contains(&t.name))
+    {
+        let again =
+            keys::replays(rt, t).with_context(|| format!("{}: a key sent twice", t.name))?;
+        anyhow::ensure!(again, "{}: a key sent twice was not replayed", t.name);
+        replayed.insert(t.name.into(), again.into());
+    }
+    Ok(Value::Object(replayed))
+}
+
 /// The baseline build (`--baseline`) on the plain front only (HTTP/1.1 and h2 with prior
 /// knowledge to the plain upstream), strata's plain config: beside strata on those paths.
 fn base(bin: &Path, dir: &Path, ups: &Ups, procs: &mut Vec<Proc>) -> anyhow::Result<Fronts> {
@@ -302,7 +335,11 @@ fn base(bin: &Path, dir: &Path, ups: &Ups, procs: &mut Vec<Proc>) -> anyhow::Res
     procs.push(p);
     Ok(Fronts::shared(
         "base",
-        &[(Front::Plain, t.addr), (Front::H2c, t.addr)],
+        &[
+            (Front::Plain, t.addr),
+            (Front::H2c, t.addr),
+            (Front::Keyed, t.addr),
+        ],
         &t.pids,
     ))
 }
@@ -413,7 +450,7 @@ fn strata(
     let mut addrs = Vec::new();
     for (fronts, url, tag, extra) in [
         (
-            &[Front::Plain, Front::H2c][..],
+            &[Front::Plain, Front::H2c, Front::Keyed][..],
             &plain_url,
             "paths-plain",
             String::new(),
@@ -455,19 +492,56 @@ const RETRY_LOCATION: &str = "location / { proxy_pass http://up_twice; \
      proxy_request_buffering on; proxy_read_timeout 300s; \
      proxy_next_upstream error timeout http_503 non_idempotent; proxy_next_upstream_tries 3; }";
 
+/// nginx's recording location, its job as near strata's memory store as nginx comes: a cache
+/// of POST answers (`keys`, [`keys_cache`]) keyed on the `Idempotency-Key` field and the body
+/// (nginx hashes the two with MD5: a repeat with another body is not replayed — strata answers
+/// it 422), calls without the field neither looked up nor stored, a repeat arriving while the
+/// first is in flight held until its answer is stored (`proxy_cache_lock`), and a replayed
+/// answer marked `idempotent-replayed: true`, as strata marks it, for the harness's check. The
+/// answer is buffered to be stored (`proxy_buffering on`), as strata holds a keyed answer's
+/// bytes for its record.
+const KEYED_LOCATION: &str = "location / { proxy_pass http://up; \
+     proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_read_timeout 300s; \
+     proxy_buffering on; proxy_request_buffering on; \
+     proxy_cache keys; proxy_cache_methods POST; \
+     proxy_cache_key $http_idempotency_key$request_body; \
+     proxy_cache_bypass $no_key; proxy_no_cache $no_key; proxy_cache_valid any 60m; \
+     proxy_cache_lock on; \
+     proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires; \
+     add_header Idempotent-Replayed $replayed; }";
+
+/// The `http` block's part of [`KEYED_LOCATION`]: the cache's files under `dir` (on tmpfs
+/// where the machine has one, [`procs::Scratch::in_memory`]), bounded as strata's memory store
+/// is by default — 64 MiB of answers, an hour's life — and the two variables it reads. nginx's
+/// cache manager trims the files to `max_size` when it wakes, seconds apart, so between two
+/// trims a busy run stores far more keys than the bound: the key zone (64 MiB, ~500,000 keys)
+/// holds them all, as a full zone fails calls with 500.
+fn keys_cache(dir: &Path) -> String {
+    format!(
+        "\x20 proxy_cache_path {} levels=1:2 keys_zone=keys:64m max_size=64m inactive=60m \
+         use_temp_path=off;\n\
+         \x20 map $http_idempotency_key $no_key {{ \"\" 1; default 0; }}\n\
+         \x20 map $upstream_cache_status $replayed {{ HIT true; default \"\"; }}\n",
+        dir.display()
+    )
+}
+
 /// nginx, one process: the plain server [`procs::nginx`] makes, and a server for each other
 /// front — `listen … http2` (prior knowledge), `listen … ssl http2` (ALPN), a plain one whose
 /// `proxy_pass https://` keeps TLS connections alive (`keepalive 64`,
 /// `proxy_ssl_session_reuse on`, the certificate not verified, as strata's
-/// `insecure_skip_verify`), and a plain one that re-sends on 503 ([`RETRY_LOCATION`]).
+/// `insecure_skip_verify`), a plain one that re-sends on 503 ([`RETRY_LOCATION`]), and a plain
+/// one that records keyed calls' answers ([`KEYED_LOCATION`], its files under `keys`).
 fn nginx(
     plan: &Plan,
     dir: &Path,
+    keys: &Path,
     cert: &Cert,
     ups: &Ups,
     procs: &mut Vec<Proc>,
 ) -> anyhow::Result<Fronts> {
     let (h2c, tls, to_tls, retry) = (port()?, port()?, port()?, port()?);
+    let keyed = port()?;
     let loc = |up: &str| format!("location / {{ proxy_pass {up}; {NGINX_PROXY} }}");
     let extra = format!(
         "\x20 upstream up_tls {{ server {tls_up}; keepalive 64; keepalive_requests 100000000; }}\n\
@@ -476,6 +550,8 @@ fn nginx(
          \x20   keepalive 64; keepalive_requests 100000000;\n\
          \x20 }}\n\
          \x20 server {{ listen {retry} backlog=8192; {retry_loc} }}\n\
+         {keys_cache}\
+         \x20 server {{ listen {keyed} backlog=8192; {keyed_loc} }}\n\
          \x20 server {{ listen {h2c} http2 backlog=8192; {plain} }}\n\
          \x20 server {{\n\
          \x20   listen {tls} ssl http2 backlog=8192;\n\
@@ -492,6 +568,8 @@ fn nginx(
         tls_loc = loc("https://up_tls"),
         up = ups.plain,
         retry_loc = RETRY_LOCATION,
+        keys_cache = keys_cache(keys),
+        keyed_loc = KEYED_LOCATION,
         crt = cert.cert.display(),
         key = cert.key.display(),
     );
@@ -504,6 +582,7 @@ fn nginx(
         (Front::Tls, tls),
         (Front::ToTls, to_tls),
         (Front::Retry, retry),
+        (Front::Keyed, keyed),
     ];
     Ok(Fronts::shared("nginx", &addrs, &t.pids))
 }
@@ -535,6 +614,7 @@ fn haproxy(
     procs.push(p);
     let addrs = [
         (Front::Plain, plain),
+        (Front::Keyed, plain),
         (Front::Tls, tls),
         (Front::ToTls, to_tls),
     ];

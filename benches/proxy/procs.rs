@@ -71,7 +71,24 @@ pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
     pub(crate) fn new() -> anyhow::Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!("strata-bench-{}", std::process::id()));
+        Scratch::under(&std::env::temp_dir(), "")
+    }
+
+    /// A scratch directory on tmpfs (`/dev/shm`) where the machine has one, the temp directory
+    /// otherwise: for files a proxy writes on every call, whose cost is then the proxy's own
+    /// work and not the disk's.
+    pub(crate) fn in_memory(tag: &str) -> anyhow::Result<Scratch> {
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        Scratch::under(&base, &format!("-{tag}"))
+    }
+
+    fn under(base: &Path, suffix: &str) -> anyhow::Result<Scratch> {
+        let dir = base.join(format!("strata-bench-{}{suffix}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(Scratch(dir))
     }
@@ -396,6 +413,13 @@ pub(crate) fn nginx(
     }
     if pids.len() < workers + 1 {
         bail!("nginx started fewer than {workers} workers");
+    }
+    // A cache's manager and loader start beside the workers: their work is nginx's too.
+    std::thread::sleep(Duration::from_millis(200));
+    for kid in children(master) {
+        if !pids.contains(&kid) {
+            pids.push(kid);
+        }
     }
     Ok((
         proc,

@@ -51,6 +51,15 @@ pub(crate) fn table(t: &mut String, r: &Value) {
                     .as_str()
                     .map_or(String::new(), |why| format!("; no HAProxy row: {why}")),
             );
+            if let Some(by) = r["replayed"][name.as_str()].as_object() {
+                let by: Vec<&str> = by.keys().map(String::as_str).collect();
+                let _ = writeln!(
+                    t,
+                    "  {:<14} after the loads, a key sent twice was replayed by {}",
+                    "",
+                    by.join(", ")
+                );
+            }
         }
     }
     let _ = writeln!(

@@ -57,6 +57,15 @@ impl Streams {
                 .update(bytes),
         }
     }
+
+    /// The 128-bit value of everything absorbed.
+    fn digest(self) -> u128 {
+        match self {
+            Streams::Shared { fnv, sip } => (u128::from(fnv) << 64) | u128::from(sip.finish()),
+            Streams::InProcess(None) => xxh3_128(&[]),
+            Streams::InProcess(Some(state)) => state.digest128(),
+        }
+    }
 }
 
 impl Hash128 {
@@ -121,20 +130,13 @@ impl Hash128 {
         self.bytes(text);
     }
 
-    pub(in crate::idempotency) fn finish(self) -> u128 {
-        let run = self.pending.get(..self.used).unwrap_or_default();
-        match self.streams {
-            Streams::Shared { fnv, mut sip } => {
-                let fnv = fnv_1a(fnv, run);
-                sip.write(run);
-                (u128::from(fnv) << 64) | u128::from(sip.finish())
-            }
-            Streams::InProcess(None) => xxh3_128(run),
-            Streams::InProcess(Some(mut state)) => {
-                state.update(run);
-                state.digest128()
-            }
+    pub(in crate::idempotency) fn finish(mut self) -> u128 {
+        if let Streams::InProcess(None) = self.streams {
+            // A stream of one run: hashed at once, no streaming state made.
+            return xxh3_128(self.pending.get(..self.used).unwrap_or_default());
         }
+        self.flush();
+        self.streams.digest()
     }
 }
 

@@ -16,10 +16,9 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use anyhow::Context;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-
-use anyhow::Context;
 
 use crate::Plan;
 use crate::keys;
@@ -236,10 +235,10 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     let (_tls_up_proc, tls_up) = procs::upstream(true)?;
     let ups = Ups { plain, tls: tls_up };
     // nginx's recorded answers: removed after nginx has ended (declared before it).
-    let keys = procs::Scratch::in_memory("nginx-keys")?;
+    let nginx_keys = procs::Scratch::in_memory("nginx-keys")?;
     // Dropped before the upstreams (declared after them): the proxies first.
     let mut procs: Vec<Proc> = Vec::new();
-    let fronts = start(plan, &dir, keys.path(), &cert, &ups, &mut procs)?;
+    let fronts = start(plan, &dir, nginx_keys.path(), &cert, &ups, &mut procs)?;
     std::thread::sleep(std::time::Duration::from_millis(500));
     let wires = Wires::new(&cert)?;
     let mut loads = Map::new();

@@ -34,6 +34,10 @@ use crate::wire::Wire;
 /// build too, so that its figures there are of keyed calls).
 const PROXIES: &[&str] = &["nginx", "haproxy", "strata", "base"];
 
+/// The targets that record keyed calls' answers on [`Front::Keyed`] and replay a repeat
+/// (HAProxy only forwards the field).
+const RECORDING: &[&str] = &["nginx", "strata", "base"];
+
 /// The request body of the `large body` path: past strata's replay buffer
 /// (`retry.replay_buffer`, 64 KiB by default), so the body streams to the upstream.
 const LARGE_BODY: usize = 256 << 10;
@@ -314,10 +318,7 @@ fn start(
 /// direct sends none: neither is asked.
 fn replays(rt: &tokio::runtime::Runtime, targets: &[Target]) -> anyhow::Result<Value> {
     let mut replayed = Map::new();
-    for t in targets
-        .iter()
-        .filter(|t| !["direct", "haproxy"].contains(&t.name))
-    {
+    for t in targets.iter().filter(|t| RECORDING.contains(&t.name)) {
         let again =
             keys::replays(rt, t).with_context(|| format!("{}: a key sent twice", t.name))?;
         anyhow::ensure!(again, "{}: a key sent twice was not replayed", t.name);

@@ -415,10 +415,12 @@ pub(crate) fn nginx(
         bail!("nginx started fewer than {workers} workers");
     }
     // A cache's manager and loader start beside the workers: their work is nginx's too.
-    std::thread::sleep(Duration::from_millis(200));
-    for kid in children(master) {
-        if !pids.contains(&kid) {
-            pids.push(kid);
+    if extra.contains("proxy_cache_path") {
+        std::thread::sleep(Duration::from_millis(200));
+        for kid in children(master) {
+            if !pids.contains(&kid) {
+                pids.push(kid);
+            }
         }
     }
     Ok((

@@ -24,7 +24,7 @@ use crate::Plan;
 use crate::keys;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec};
-use crate::procs::{self, NGINX_PROXY, Proc, Target};
+use crate::procs::{self, NGINX_PROXY, NginxCache, Proc, Target};
 use crate::run::Part;
 use crate::tls::{self, Cert};
 use crate::upstream::TOOLS_LIST_BYTES;
@@ -574,7 +574,15 @@ fn nginx(
         key = cert.key.display(),
     );
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    let (p, t) = procs::nginx(&plan.nginx, ups.plain, dir, "paths", cores, &extra)?;
+    let (p, t) = procs::nginx(
+        &plan.nginx,
+        ups.plain,
+        dir,
+        "paths",
+        cores,
+        &extra,
+        NginxCache::Recording,
+    )?;
     procs.push(p);
     let addrs = [
         (Front::Plain, t.addr),

@@ -338,9 +338,17 @@ pub(crate) fn telemetry_yaml(endpoint: &str, ratio: f64) -> String {
     )
 }
 
+/// Whether an nginx's `http` block has a `proxy_cache_path`: nginx then starts a cache
+/// manager and a cache loader beside its workers, and their work is nginx's too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NginxCache {
+    None,
+    Recording,
+}
+
 /// nginx in front of `upstream`: one worker per core, no response or request buffering,
 /// HTTP/1.1 keep-alive to the upstream. `extra`: more of the `http` block (the paths part's
-/// servers: [`NGINX_PROXY`] in their locations).
+/// servers: [`NGINX_PROXY`] in their locations); `cache`: whether `extra` declares a cache.
 pub(crate) fn nginx(
     bin: &Path,
     upstream: SocketAddr,
@@ -348,6 +356,7 @@ pub(crate) fn nginx(
     tag: &str,
     workers: usize,
     extra: &str,
+    cache: NginxCache,
 ) -> anyhow::Result<(Proc, Target)> {
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let prefix = dir.join(format!("nginx-{tag}"));
@@ -414,8 +423,8 @@ pub(crate) fn nginx(
     if pids.len() < workers + 1 {
         bail!("nginx started fewer than {workers} workers");
     }
-    // A cache's manager and loader start beside the workers: their work is nginx's too.
-    if extra.contains("proxy_cache_path") {
+    // A cache's manager and loader start beside the workers, a moment after them.
+    if cache == NginxCache::Recording {
         std::thread::sleep(Duration::from_millis(200));
         for kid in children(master) {
             if !pids.contains(&kid) {

@@ -12,7 +12,7 @@ use tokio::runtime::Runtime;
 use crate::Plan;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec};
-use crate::procs::{self, Proc, Scratch, Target};
+use crate::procs::{self, NginxCache, Proc, Scratch, Target};
 use crate::report;
 use crate::sink::{Mode, Sink};
 use crate::{inspector, keys, limits, paths, telemetry, wrk};
@@ -124,7 +124,15 @@ fn stack(plan: &Plan, scratch: &Scratch, testbed: bool, cores: usize) -> anyhow:
             sinks: vec![sink],
         });
     }
-    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, scratch.path(), tag, cores, "")?;
+    let (nginx_proc, nginx) = procs::nginx(
+        &plan.nginx,
+        up,
+        scratch.path(),
+        tag,
+        cores,
+        "",
+        NginxCache::None,
+    )?;
     let (strata_proc, strata) =
         procs::strata("strata", &plan.strata, &up_url, scratch.path(), tag, "")?;
     let direct = Target {

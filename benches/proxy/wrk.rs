@@ -28,7 +28,7 @@ use crate::Plan;
 use crate::load::TOOLS_CALL;
 use crate::measure::{self, LoadSpec, median};
 use crate::paired;
-use crate::procs::{self, Target};
+use crate::procs::{self, NginxCache, Target};
 use crate::report::{minus, ratio};
 use crate::run::Part;
 
@@ -41,7 +41,8 @@ pub(crate) fn run(part: Part<'_>) -> anyhow::Result<Value> {
     std::fs::write(&script, lua())?;
     let (_up_proc, up) = procs::upstream(false)?;
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    let (nginx_proc, nginx) = procs::nginx(&plan.nginx, up, &dir, "wrk", cores, "")?;
+    let (nginx_proc, nginx) =
+        procs::nginx(&plan.nginx, up, &dir, "wrk", cores, "", NginxCache::None)?;
     let up_url = format!("http://{up}");
     let (strata_proc, strata) = procs::strata("strata", &plan.strata, &up_url, &dir, "wrk", "")?;
     let direct = Target {

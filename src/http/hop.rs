@@ -11,6 +11,8 @@
 //! which the server reads as a second request (request smuggling). Those names in
 //! `Connection` are ignored; the framing the next hop gets is the one strata writes.
 
+use crate::http::names::Known;
+
 /// Fields that are never forwarded, whatever `Connection` says (lower case).
 pub const HOP_BY_HOP: [&str; 7] = [
     "connection",
@@ -25,18 +27,17 @@ pub const HOP_BY_HOP: [&str; 7] = [
 /// Fields `Connection` cannot remove: the message's framing and its target's host.
 pub const FRAMING: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 
-/// Whether `name` (any case) is hop-by-hop.
+/// Whether `name` (any case) is hop-by-hop. Every such name is a listed one
+/// (`http/names.rs`): resolved by its length and first letter and one compare, where
+/// comparing with each of the seven went a byte at a time (an upstream's
+/// `Connection: keep-alive` is checked on every answer).
 pub fn is_hop_by_hop(name: &[u8]) -> bool {
-    HOP_BY_HOP
-        .iter()
-        .any(|hop| hop.as_bytes().eq_ignore_ascii_case(name))
+    Known::of(name).is_some_and(Known::is_hop_by_hop)
 }
 
 /// Whether `name` (any case) frames or addresses the message.
 pub fn is_framing(name: &[u8]) -> bool {
-    FRAMING
-        .iter()
-        .any(|f| f.as_bytes().eq_ignore_ascii_case(name))
+    Known::of(name).is_some_and(Known::is_framing)
 }
 
 /// The fields the `Connection` values name for removal besides the hop-by-hop ones (which go
@@ -81,5 +82,25 @@ mod tests {
         assert!(!is_hop_by_hop(b"content-length"));
         assert!(is_framing(b"Host"));
         assert!(!is_framing(b"hosts"));
+    }
+
+    #[test]
+    fn every_listed_name_is_told_in_any_case_and_no_other() {
+        for (list, is) in [
+            (&HOP_BY_HOP[..], is_hop_by_hop as fn(&[u8]) -> bool),
+            (&FRAMING[..], is_framing),
+        ] {
+            for name in list {
+                assert!(is(name.as_bytes()), "{name}");
+                assert!(is(name.to_ascii_uppercase().as_bytes()), "{name}");
+                // The same length, one byte other: at the start, in the middle, at the end.
+                for at in [0, name.len() / 2, name.len() - 1] {
+                    let mut other = name.as_bytes().to_vec();
+                    other[at] = b'x';
+                    assert!(!is(&other), "{}", String::from_utf8_lossy(&other));
+                }
+            }
+        }
+        assert!(!is_hop_by_hop(b"host") && !is_framing(b"connection"));
     }
 }

@@ -172,6 +172,14 @@ impl Known {
             Connection | KeepAlive | ProxyConnection | Te | Trailer | TransferEncoding | Upgrade
         )
     }
+
+    /// Frames or addresses the message (`http::hop::FRAMING`): `Connection` cannot remove it.
+    pub(crate) fn is_framing(self) -> bool {
+        matches!(
+            self,
+            Known::ContentLength | Known::TransferEncoding | Known::Host
+        )
+    }
 }
 
 /// `name` lower-cased equals `lower` (same length, at most 20 bytes: every listed name).
@@ -266,6 +274,11 @@ mod tests {
                     assert_eq!(
                         known.is_hop_by_hop(),
                         crate::http::hop::HOP_BY_HOP.contains(&known.header_name().as_str()),
+                        "{spelled}"
+                    );
+                    assert_eq!(
+                        known.is_framing(),
+                        crate::http::hop::FRAMING.contains(&known.header_name().as_str()),
                         "{spelled}"
                     );
                 }

@@ -28,9 +28,9 @@ pub const HOP_BY_HOP: [&str; 7] = [
 pub const FRAMING: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 
 /// Whether `name` (any case) is hop-by-hop. Every such name is a listed one
-/// (`http/names.rs`): resolved by its length and first letter and one compare, where
-/// comparing with each of the seven went a byte at a time (an upstream's
-/// `Connection: keep-alive` is checked on every answer).
+/// (`http/names.rs`), told by its length and first letter and one compare: cheaper than a
+/// compare with each of the seven a byte at a time, and an upstream's
+/// `Connection: keep-alive` is checked on every answer.
 pub fn is_hop_by_hop(name: &[u8]) -> bool {
     Known::of(name).is_some_and(Known::is_hop_by_hop)
 }

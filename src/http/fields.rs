@@ -200,9 +200,7 @@ impl HeadFields {
 
     /// The first value of a listed name, as text (`None` when it is not visible ASCII).
     pub(crate) fn get_str(&self, name: Known) -> Option<&str> {
-        self.get(name)
-            .filter(|v| visible(v))
-            .and_then(|v| std::str::from_utf8(v).ok())
+        self.get(name).and_then(text)
     }
 
     pub(crate) fn contains(&self, name: Known) -> bool {
@@ -322,6 +320,15 @@ fn lower_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let from = out.len();
     line(out, name, value);
     out[from..from + name.len()].make_ascii_lowercase();
+}
+
+/// A field's value as text: `None` when it is not visible ASCII and tabs
+/// (`HeaderValue::to_str`'s rule).
+pub(crate) fn text(value: &[u8]) -> Option<&str> {
+    if !visible(value) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()
 }
 
 /// `HeaderValue::to_str`'s rule: visible ASCII and tabs. Every byte is checked, without

@@ -16,6 +16,7 @@ use crate::classify::envelope::Request;
 use crate::classify::exchange::Verdict;
 use crate::metrics::{GaugeGuard, Limit};
 
+use super::session::Session;
 use super::tracker::{CallContext, CallMeta, Facts, record_call};
 
 /// Most calls parked at once, across sessions.
@@ -25,7 +26,7 @@ pub(crate) const MAX_PARKED: usize = 10_000;
 pub struct Parked {
     pub request: Request,
     pub meta: CallMeta,
-    pub session: Arc<str>,
+    pub session: Session,
     /// The last event id its stream carried: a resumption names it in `Last-Event-ID`.
     pub last_event_id: Box<[u8]>,
     pub protocol_version: Option<Box<str>>,
@@ -85,7 +86,7 @@ impl ResumeRegistry {
             inner.next_ticket += 1;
             let ticket = inner.next_ticket;
             inner.count += 1;
-            let session = parked.session.clone();
+            let session = parked.session.id().clone();
             inner
                 .by_session
                 .entry(session.clone())
@@ -156,9 +157,9 @@ impl ResumeRegistry {
 
 /// Records a parked call's final verdict.
 pub(crate) fn settle(ctx: &CallContext, mut parked: Parked, verdict: Verdict) {
-    let client = ctx.clients.get(&parked.session);
+    let client = ctx.clients.get(parked.session.as_str());
     let facts = Facts {
-        session: Some(&parked.session),
+        session: Some(parked.session.hash()),
         client: client.as_deref(),
         protocol_version: parked.protocol_version.as_deref(),
         content_type: parked.content_type.as_deref(),

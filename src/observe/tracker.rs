@@ -22,6 +22,7 @@ use crate::policy::limits::refusal::RefusedBy;
 
 use super::client_retry::RecentFailures;
 use super::resume::{Parked, ResumeRegistry};
+use super::session::Session;
 use super::session_clients::SessionClients;
 use crate::proxy::{BodyEnd, BodySink, Settling};
 
@@ -147,8 +148,8 @@ pub struct CallTracker {
     ctx: Arc<CallContext>,
     exchange: Exchange,
     meta: Metas,
-    /// The raw `Mcp-Session-Id`, to park a call whose resumable stream closed early.
-    session: Option<Arc<str>>,
+    /// The `Mcp-Session-Id`, to park a call whose resumable stream closed early.
+    session: Option<Session>,
     /// The session's client, as its initialize named it.
     client: Option<Arc<str>>,
     protocol_version: Option<Box<str>>,
@@ -184,11 +185,11 @@ impl CallTracker {
         ctx: Arc<CallContext>,
         mut exchange: Exchange,
         meta: Metas,
-        session: Option<Arc<str>>,
+        session: Option<Session>,
         protocol_version: Option<Box<str>>,
     ) -> Self {
         let inflight = ctx.metrics.inflight_guard(meta.len());
-        let client = session.as_deref().and_then(|s| ctx.clients.get(s));
+        let client = session.as_ref().and_then(|s| ctx.clients.get(s.as_str()));
         if ctx.annotations.is_some()
             && exchange
                 .requests()
@@ -228,7 +229,7 @@ impl CallTracker {
             self.watch = Some(Box::new(watch));
             return;
         }
-        let (session, client) = (self.session.as_ref(), self.client.as_ref());
+        let (session, client) = (self.session.as_ref().map(Session::id), self.client.as_ref());
         let calls = self.exchange.requests().zip(0..).map(|(request, i)| {
             let started = self.meta.get(i).map_or_else(Instant::now, |m| m.started);
             InflightCall::of(request, session, client, started, InflightState::Streaming)
@@ -287,7 +288,7 @@ impl CallTracker {
         if let Some(client) = self.exchange.initialize_client() {
             self.ctx.clients.remember(assigned, &client);
             self.client = Some(Arc::from(&*client));
-            self.session = Some(Arc::from(assigned));
+            self.session = Some(Session::new(assigned));
         }
     }
 
@@ -407,7 +408,7 @@ impl CallTracker {
         let watch = self.ctx.inspector.as_ref().map(|inspector| {
             let (client, started) = (self.client.as_ref(), meta.started);
             let state = InflightState::Parked;
-            let call = InflightCall::of(&request, Some(&session), client, started, state);
+            let call = InflightCall::of(&request, Some(session.id()), client, started, state);
             inspector.inflight().watch([call])
         });
         if let Some(watch) = &mut self.watch {
@@ -436,7 +437,7 @@ impl CallTracker {
         );
         if failed && let Some(sent) = &self.body {
             self.ctx.recent.failed(
-                self.session.as_deref(),
+                self.session.as_ref().map(Session::as_str),
                 &request.method.text_lossy(),
                 &request.tool.text_lossy(),
                 sent.target(),
@@ -466,7 +467,7 @@ impl CallTracker {
             Cow::Owned(all)
         };
         let facts = Facts {
-            session: self.session.as_deref(),
+            session: self.session.as_ref().map(Session::hash),
             client: self.client.as_deref(),
             protocol_version: self.protocol_version.as_deref(),
             content_type: self.content_type.as_deref(),
@@ -530,7 +531,8 @@ impl Drop for CallTracker {
 
 /// What the log record says about the exchange(s) behind a call.
 pub(crate) struct Facts<'a> {
-    pub session: Option<&'a str>,
+    /// The session's hash: the raw id is never logged.
+    pub session: Option<&'a SessionHash>,
     pub client: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
     pub content_type: Option<&'a str>,
@@ -557,7 +559,7 @@ impl<'a> Facts<'a> {
         tool: Cow<'a, str>,
         error_messages: bool,
     ) {
-        record.session = self.session.map(SessionHash::new);
+        record.session = self.session.cloned();
         // The request's own words win (initialize, 2026-07-28 `_meta`), then the session's.
         record.client = match request.client.kind {
             Kind::String => Some(request.client.text_lossy()),

@@ -18,8 +18,7 @@ use crate::classify::envelope::Request;
 use crate::classify::exchange::{self, ContentKind, Exchange, Resolution, Verdict};
 use crate::classify::request::RequestInspector;
 use crate::config::Limits;
-use crate::observe::call_record::CallRecord;
-use crate::observe::call_record::id_text;
+use crate::observe::call_record::{CallRecord, SessionHash, id_text};
 use crate::observe::session_clients::SessionClients;
 use crate::observe::tracker::{Facts, content_type_text};
 
@@ -124,8 +123,9 @@ impl Recording {
         for parked in std::mem::take(&mut self.parked) {
             let verdict = Verdict::of(Outcome::StreamIncomplete);
             let client = self.clients.get(&parked.session);
+            let session = SessionHash::new(&parked.session);
             let facts = Facts {
-                session: Some(&parked.session),
+                session: Some(&session),
                 client: client.as_deref(),
                 protocol_version: parked.protocol_version.as_deref(),
                 content_type: parked.content_type.as_deref(),
@@ -306,8 +306,9 @@ impl Run<'_> {
         };
         let mut statuses = meta.statuses.clone();
         statuses.extend(self.status);
+        let session = self.session.as_deref().map(SessionHash::new);
         let facts = Facts {
-            session: self.session.as_deref(),
+            session: session.as_ref(),
             client: self.client.as_deref(),
             protocol_version: self.protocol_version.as_deref(),
             content_type: self.content_type.as_deref(),

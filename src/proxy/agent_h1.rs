@@ -38,7 +38,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, Peer, ProxyCache, Timer,
+    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, LastSession, Peer,
+    ProxyCache, Timer,
 };
 
 mod read_request;
@@ -107,6 +108,13 @@ struct Conn {
     tcp: TcpStream,
     read: BytesMut,
     out: Vec<u8>,
+}
+
+/// The agent at the connection's other end, as each exchange is lent it: its address, and
+/// the session its last call carried (`observe/session.rs`).
+struct Agent<'a> {
+    peer: &'a Peer,
+    last_session: LastSession,
 }
 
 /// The connection's timers, lent to an exchange: one for the next head, one for the
@@ -195,6 +203,10 @@ pub(crate) async fn serve(
     // first call's reset.
     let mut response_head = Box::pin(Timer::new(first_deadline));
     let mut cache = proxy.cache();
+    let mut agent = Agent {
+        peer,
+        last_session: LastSession::default(),
+    };
     // Shutdown is waited for once for the connection's life, not once per idle read: a wait
     // joins the signal's list of waiters under its lock and leaves it under the lock again
     // (four atomic operations a call). Registered at the first idle read, it
@@ -211,7 +223,14 @@ pub(crate) async fn serve(
             response_head: response_head.as_mut(),
         };
         match conn
-            .exchange(&mut cache, peer, settings, timers, started, &mut shutdown)
+            .exchange(
+                &mut cache,
+                &mut agent,
+                settings,
+                timers,
+                started,
+                &mut shutdown,
+            )
             .await
         {
             Ok(()) => head_deadline = Instant::now() + settings.header_read,
@@ -230,7 +249,7 @@ impl Conn {
     async fn exchange(
         &mut self,
         cache: &mut ProxyCache<'_>,
-        peer: &Peer,
+        agent: &mut Agent<'_>,
         settings: Settings,
         timers: Timers<'_>,
         started: &AtomicBool,
@@ -280,7 +299,13 @@ impl Conn {
         let head_timer = HeadTimer::new(Some(timers.response_head));
         let handle = Box::into_pin(Box::write(
             Box::new_uninit(),
-            proxy.handle(request, fields, peer, head_timer),
+            proxy.handle(
+                request,
+                fields,
+                agent.peer,
+                head_timer,
+                &mut agent.last_session,
+            ),
         ));
         let answered = tokio::select! {
             biased;

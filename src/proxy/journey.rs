@@ -36,6 +36,7 @@ use crate::metrics::{HttpMethod, Limit};
 use crate::observe::call_trace::CallTrace;
 use crate::observe::inspect::{InspectSink, Inspection};
 use crate::observe::resume::Parked;
+use crate::observe::session::{LastSession, Session};
 use crate::observe::tracker::{CallTracker, SentAs};
 use crate::proxy::body::{ObservedBody, ProxyBody, UpstreamBody};
 use crate::proxy::head_timer::HeadTimer;
@@ -50,7 +51,7 @@ pub(crate) struct Answer {
 
 /// What the admit phase learnt of a request.
 struct Admitted {
-    session: Option<std::sync::Arc<str>>,
+    session: Option<Session>,
     protocol_version: Option<Box<str>>,
     has_key: bool,
     /// The session a DELETE ends.
@@ -91,7 +92,8 @@ impl Proxy {
     /// `fields`: the agent's header fields as strata's own connection read them, for a request
     /// its [`ReadPlan`](super::ReadPlan) reads so (`req` then has no header map); `None` when
     /// they are in `req`'s map. `head_timer` bounds each attempt's wait for the response
-    /// head; the agent connection lends its own (`head_timer.rs`).
+    /// head; the agent connection lends its own (`head_timer.rs`), and the session its last
+    /// call carried (`observe/session.rs`).
     // Not `async fn`: an `async fn` moves each argument from its captured slot into a local
     // of its own as it starts, and the future keeps room for both; the block uses them
     // where they were captured.
@@ -103,11 +105,12 @@ impl Proxy {
         // Borrowed: the agent connection's own, not a clone per call.
         peer: &'a Peer,
         head_timer: HeadTimer<'a>,
+        last_session: &'a mut LastSession,
     ) -> impl Future<Output = Answer> + Send + 'a {
         async move {
             let started = Instant::now();
             let (mut parts, body) = req.into_parts();
-            let admitted = match self.admit(&parts, fields.as_ref()) {
+            let admitted = match self.admit(&parts, fields.as_ref(), last_session) {
                 Ok(admitted) => admitted,
                 Err(why) => return Answer::own(strata_error::response(why)),
             };
@@ -193,7 +196,12 @@ impl Proxy {
     /// Admit: what is known of the request before a byte of its body is read. Refuses one
     /// that must not reach the upstream: `Host` twice (RFC 9112 §3.2), or a browser page
     /// from an origin not allowed (DNS rebinding; 2025-11-25 transports §Security Warning).
-    fn admit(&self, parts: &Parts, fields: Option<&HeadFields>) -> Result<Admitted, StrataError> {
+    fn admit(
+        &self,
+        parts: &Parts,
+        fields: Option<&HeadFields>,
+        last_session: &mut LastSession,
+    ) -> Result<Admitted, StrataError> {
         let metrics = &self.ctx().metrics;
         metrics.http_request(HttpMethod::from_http(&parts.method));
         let headers = head(parts, fields);
@@ -206,19 +214,20 @@ impl Proxy {
             tracing::debug!("request refused: its Origin is not in `origins`");
             return Err(StrataError::OriginForbidden);
         }
-        let session: Option<std::sync::Arc<str>> =
-            headers.get_str(Known::McpSessionId).map(Into::into);
+        let session = headers
+            .get(Known::McpSessionId)
+            .and_then(|id| last_session.of(id));
         // A GET with `Last-Event-ID` on a session resumes a stream: the calls parked for it.
         let resumed = match (parts.method == Method::GET, &session) {
             (true, Some(session)) => headers
                 .get(Known::LastEventId)
-                .map(|last| self.ctx().resume.take_for_resume(session, last))
+                .map(|last| self.ctx().resume.take_for_resume(session.as_str(), last))
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
         Ok(Admitted {
             ended_session: (parts.method == Method::DELETE)
-                .then(|| session.clone())
+                .then(|| session.as_ref().map(|s| s.id().clone()))
                 .flatten(),
             protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
             has_key: headers.contains(Known::IdempotencyKey),

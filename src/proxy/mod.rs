@@ -38,6 +38,7 @@ pub use crate::http::forward::Peer;
 use crate::http::names::Known;
 use crate::observe::recent::Inspector;
 pub use crate::observe::resume::ResumeRegistry;
+pub use crate::observe::session::LastSession;
 use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{

@@ -23,6 +23,7 @@ use crate::observe::call_record::id_text;
 use crate::observe::inspect::Inspection;
 use crate::observe::recent::{InflightCall, InflightState, Watch};
 use crate::observe::resume;
+use crate::observe::session::Session;
 use crate::observe::tracker::{CallMeta, CallTracker, Metas, SentAs};
 
 /// An exchange waiting for the upstream's head. Dropped unconverted (the agent left): every
@@ -31,7 +32,7 @@ pub(super) struct PendingCall<'a> {
     proxy: &'a Arc<Proxy>,
     inspection: Option<Inspection>,
     resumed: Vec<resume::Parked>,
-    session: Option<Arc<str>>,
+    session: Option<Session>,
     protocol_version: Option<Box<str>>,
     started: Instant,
     /// Upstream attempts so far, and the status of each failed one.
@@ -56,7 +57,7 @@ impl<'a> PendingCall<'a> {
         proxy: &'a Arc<Proxy>,
         inspection: Option<Inspection>,
         resumed: Vec<resume::Parked>,
-        session: Option<Arc<str>>,
+        session: Option<Session>,
         protocol_version: Option<Box<str>>,
         started: Instant,
     ) -> Self {
@@ -100,7 +101,7 @@ impl PendingCall<'_> {
         if let Some(sent) = &self.body
             && !recent.none()
         {
-            let session = self.session.as_deref();
+            let session = self.session.as_ref().map(Session::as_str);
             let again = |method: &str, tool: &str| {
                 recent.is_retry(session, method, tool, sent.target(), sent.body())
             };
@@ -118,7 +119,7 @@ impl PendingCall<'_> {
         else {
             return;
         };
-        let session = self.session.as_ref();
+        let session = self.session.as_ref().map(Session::id);
         let client = session.and_then(|s| self.proxy.ctx().clients.get(s));
         let started = self.started;
         self.watch = Some(inspection.with_requests(|requests| {

@@ -8,9 +8,10 @@ use crate::support;
 use std::time::Duration;
 
 use strata::classify::Outcome::{ClientCancelled, ToolSuccess};
+use strata::observe::call_record::hash_session;
 use support::agent::{FAULT_PATH, call_body};
 use support::raw::healthy_body;
-use support::{LIMIT, delta_after, just, key};
+use support::{LIMIT, delta_after, just, key, wait_records};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, timeout};
@@ -103,6 +104,33 @@ async fn pipelined_calls_and_a_hand_over_mid_connection_are_answered_in_order() 
         want.insert(key("tools/call", tool, ToolSuccess), 1);
     }
     assert_eq!(d, want);
+}
+
+/// One connection's calls carry sessions A, A, B, A: the connection keeps the last call's
+/// session for the next, and each record still has its own call's session, hashed.
+#[tokio::test]
+async fn each_call_of_a_connection_is_logged_with_its_own_session() {
+    let (_guard, logs) = support::capture();
+    let (_upstream, strata) = support::agent::setup(|_| {}).await;
+    let mut io = TcpStream::connect(strata.listen).await.unwrap();
+    let sessions = ["session-a", "session-a", "session-b", "session-a"];
+    for (i, session) in sessions.iter().enumerate() {
+        let call = post(
+            &format!("call-{i}"),
+            &format!("mcp-session-id: {session}\r\n"),
+        );
+        io.write_all(call.as_bytes()).await.unwrap();
+        let got = read_answer(&mut io).await;
+        assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
+    }
+    let (a, b) = (hash_session("session-a"), hash_session("session-b"));
+    assert_ne!(a, b);
+    for (i, session) in sessions.iter().enumerate() {
+        let records = wait_records(&logs, &format!("call-{i}"), 1).await;
+        let want = if *session == "session-a" { &a } else { &b };
+        assert_eq!(records.len(), 1, "call-{i}");
+        assert_eq!(records[0]["session"], want.as_str(), "call-{i}");
+    }
 }
 
 /// A body written apart from its head (Node's `http` does so) is waited for, not handed

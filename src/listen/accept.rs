@@ -46,7 +46,7 @@ use super::tls::{AgentIo, AgentTls};
 use crate::http::io::MaybeTls;
 use crate::metrics::{Limit, Metrics};
 use crate::proxy::agent_h1::{self, HeadLimits, Served};
-use crate::proxy::{AgentBody, CurrentProxy, FromAgent, HeadTimer, LastSession, Peer};
+use crate::proxy::{AgentBody, CurrentProxy, FromAgent, HeadTimer, Peer, RepeatedFields};
 use crate::runtime::balance::{Seat, WorkerListener};
 
 /// Listener settings.
@@ -230,10 +230,10 @@ fn hyper_service(
         // Written into a box allocated first, not copied into it (`agent_h1.rs`).
         let handle = Box::into_pin(Box::write(Box::new_uninit(), async move {
             // No fields as read go in, so none come back: the map is hyper's. An h2
-            // connection's calls run at once, each reading its session itself.
-            let mut session = LastSession::default();
+            // connection's calls run at once, each reading its MCP fields itself.
+            let mut repeated = RepeatedFields::default();
             Ok(current
-                .handle(req, None, &peer, HeadTimer::new(None), &mut session)
+                .handle(req, None, &peer, HeadTimer::new(None), &mut repeated)
                 .await
                 .response)
         }));

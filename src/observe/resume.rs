@@ -29,7 +29,7 @@ pub struct Parked {
     pub session: Session,
     /// The last event id its stream carried: a resumption names it in `Last-Event-ID`.
     pub last_event_id: Box<[u8]>,
-    pub protocol_version: Option<Box<str>>,
+    pub protocol_version: Option<Arc<str>>,
     pub content_type: Option<std::borrow::Cow<'static, str>>,
     pub _pending: GaugeGuard,
     /// Its place among the calls in flight, as parked (only while the inspector is on).

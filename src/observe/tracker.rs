@@ -152,7 +152,7 @@ pub struct CallTracker {
     session: Option<Session>,
     /// The session's client, as its initialize named it.
     client: Option<Arc<str>>,
-    protocol_version: Option<Box<str>>,
+    protocol_version: Option<Arc<str>>,
     status: Option<u16>,
     content_type: Option<Cow<'static, str>>,
     /// The exchange's calls, counted in flight until the tracker drops.
@@ -186,7 +186,7 @@ impl CallTracker {
         mut exchange: Exchange,
         meta: Metas,
         session: Option<Session>,
-        protocol_version: Option<Box<str>>,
+        protocol_version: Option<Arc<str>>,
     ) -> Self {
         let inflight = ctx.metrics.inflight_guard(meta.len());
         let client = session.as_ref().and_then(|s| ctx.clients.get(s.as_str()));

@@ -38,8 +38,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, LastSession, Peer,
-    ProxyCache, Timer,
+    AgentBody, AnswerFields, CurrentProxy, Deadline, FromAgent, HeadTimer, Peer, ProxyCache,
+    RepeatedFields, Timer,
 };
 
 mod read_request;
@@ -111,10 +111,10 @@ struct Conn {
 }
 
 /// The agent at the connection's other end, as each exchange is lent it: its address, and
-/// the session its last call carried (`observe/session.rs`).
+/// the MCP fields its last call carried (`repeated_fields.rs`).
 struct Agent<'a> {
     peer: &'a Peer,
-    last_session: LastSession,
+    repeated: RepeatedFields,
 }
 
 /// The connection's timers, lent to an exchange: one for the next head, one for the
@@ -205,7 +205,7 @@ pub(crate) async fn serve(
     let mut cache = proxy.cache();
     let mut agent = Agent {
         peer,
-        last_session: LastSession::default(),
+        repeated: RepeatedFields::default(),
     };
     // Shutdown is waited for once for the connection's life, not once per idle read: a wait
     // joins the signal's list of waiters under its lock and leaves it under the lock again
@@ -299,13 +299,7 @@ impl Conn {
         let head_timer = HeadTimer::new(Some(timers.response_head));
         let handle = Box::into_pin(Box::write(
             Box::new_uninit(),
-            proxy.handle(
-                request,
-                fields,
-                agent.peer,
-                head_timer,
-                &mut agent.last_session,
-            ),
+            proxy.handle(request, fields, agent.peer, head_timer, &mut agent.repeated),
         ));
         let answered = tokio::select! {
             biased;

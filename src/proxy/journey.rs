@@ -11,6 +11,7 @@
 //! agent left) still gives every request its outcome.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -26,7 +27,7 @@ use super::pending::PendingCall;
 use super::request_body::{self, Buffered, Observed, ReadError, RequestBody};
 use super::sse_keepalive;
 use super::strata_error::{self, StrataError};
-use super::{AgentBody, AnswerFields, FromAgent, Proxy, keepalive_applies};
+use super::{AgentBody, AnswerFields, FromAgent, Proxy, RepeatedFields, keepalive_applies};
 use crate::capture::Recorder;
 use crate::http::fields::{HeadFields, Headers};
 use crate::http::forward::{self, Hop, Peer};
@@ -36,7 +37,7 @@ use crate::metrics::{HttpMethod, Limit};
 use crate::observe::call_trace::CallTrace;
 use crate::observe::inspect::{InspectSink, Inspection};
 use crate::observe::resume::Parked;
-use crate::observe::session::{LastSession, Session};
+use crate::observe::session::Session;
 use crate::observe::tracker::{CallTracker, SentAs};
 use crate::proxy::body::{ObservedBody, ProxyBody, UpstreamBody};
 use crate::proxy::head_timer::HeadTimer;
@@ -52,10 +53,10 @@ pub(crate) struct Answer {
 /// What the admit phase learnt of a request.
 struct Admitted {
     session: Option<Session>,
-    protocol_version: Option<Box<str>>,
+    protocol_version: Option<Arc<str>>,
     has_key: bool,
     /// The session a DELETE ends.
-    ended_session: Option<std::sync::Arc<str>>,
+    ended_session: Option<Arc<str>>,
     /// Calls parked for a resumed stream that this GET may answer.
     resumed: Vec<Parked>,
     /// The trace context headers, kept while OpenTelemetry export is on.
@@ -92,25 +93,25 @@ impl Proxy {
     /// `fields`: the agent's header fields as strata's own connection read them, for a request
     /// its [`ReadPlan`](super::ReadPlan) reads so (`req` then has no header map); `None` when
     /// they are in `req`'s map. `head_timer` bounds each attempt's wait for the response
-    /// head; the agent connection lends its own (`head_timer.rs`), and the session its last
-    /// call carried (`observe/session.rs`).
+    /// head; the agent connection lends its own (`head_timer.rs`), and the MCP fields its
+    /// last call carried (`repeated_fields.rs`).
     // Not `async fn`: an `async fn` moves each argument from its captured slot into a local
     // of its own as it starts, and the future keeps room for both; the block uses them
     // where they were captured.
     #[allow(clippy::manual_async_fn)]
     pub(crate) fn handle<'a>(
-        self: &'a std::sync::Arc<Self>,
+        self: &'a Arc<Self>,
         req: Request<FromAgent>,
         mut fields: Option<HeadFields>,
         // Borrowed: the agent connection's own, not a clone per call.
         peer: &'a Peer,
         head_timer: HeadTimer<'a>,
-        last_session: &'a mut LastSession,
+        repeated: &'a mut RepeatedFields,
     ) -> impl Future<Output = Answer> + Send + 'a {
         async move {
             let started = Instant::now();
             let (mut parts, body) = req.into_parts();
-            let admitted = match self.admit(&parts, fields.as_ref(), last_session) {
+            let admitted = match self.admit(&parts, fields.as_ref(), repeated) {
                 Ok(admitted) => admitted,
                 Err(why) => return Answer::own(strata_error::response(why)),
             };
@@ -200,7 +201,7 @@ impl Proxy {
         &self,
         parts: &Parts,
         fields: Option<&HeadFields>,
-        last_session: &mut LastSession,
+        repeated: &mut RepeatedFields,
     ) -> Result<Admitted, StrataError> {
         let metrics = &self.ctx().metrics;
         metrics.http_request(HttpMethod::from_http(&parts.method));
@@ -216,7 +217,7 @@ impl Proxy {
         }
         let session = headers
             .get(Known::McpSessionId)
-            .and_then(|id| last_session.of(id));
+            .and_then(|id| repeated.session(id));
         // A GET with `Last-Event-ID` on a session resumes a stream: the calls parked for it.
         let resumed = match (parts.method == Method::GET, &session) {
             (true, Some(session)) => headers
@@ -229,7 +230,9 @@ impl Proxy {
             ended_session: (parts.method == Method::DELETE)
                 .then(|| session.as_ref().map(|s| s.id().clone()))
                 .flatten(),
-            protocol_version: headers.get_str(Known::McpProtocolVersion).map(Box::from),
+            protocol_version: headers
+                .get(Known::McpProtocolVersion)
+                .and_then(|version| repeated.protocol_version(version)),
             has_key: headers.contains(Known::IdempotencyKey),
             trace: self
                 .ctx()
@@ -463,7 +466,7 @@ impl Proxy {
         response: Response<super::FromUpstream>,
         upstream_fields: Option<HeadFields>,
         claimed: Claimed,
-        ending: Option<std::sync::Arc<str>>,
+        ending: Option<Arc<str>>,
         agent_version: Version,
     ) -> Answer {
         let (mut parts, body) = response.into_parts();

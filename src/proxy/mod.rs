@@ -18,6 +18,7 @@ mod limited;
 mod pending;
 pub mod pooled_client;
 mod read_plan;
+mod repeated_fields;
 mod request_body;
 mod sse_keepalive;
 mod strata_error;
@@ -38,7 +39,6 @@ pub use crate::http::forward::Peer;
 use crate::http::names::Known;
 use crate::observe::recent::Inspector;
 pub use crate::observe::resume::ResumeRegistry;
-pub use crate::observe::session::LastSession;
 use crate::observe::telemetry::Telemetry;
 pub use crate::observe::tracker::{CallContext, CallMeta, CallTracker};
 pub use body::{
@@ -53,6 +53,7 @@ pub use sse_keepalive::KeepAlive;
 
 use read_plan::AsRead;
 pub(crate) use read_plan::ReadPlan;
+pub use repeated_fields::RepeatedFields;
 
 use crate::idempotency::Store as IdempotencyStore;
 use crate::policy::limits::CallLimits;

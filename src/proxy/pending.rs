@@ -33,7 +33,7 @@ pub(super) struct PendingCall<'a> {
     inspection: Option<Inspection>,
     resumed: Vec<resume::Parked>,
     session: Option<Session>,
-    protocol_version: Option<Box<str>>,
+    protocol_version: Option<Arc<str>>,
     started: Instant,
     /// Upstream attempts so far, and the status of each failed one.
     attempts: u32,
@@ -58,7 +58,7 @@ impl<'a> PendingCall<'a> {
         inspection: Option<Inspection>,
         resumed: Vec<resume::Parked>,
         session: Option<Session>,
-        protocol_version: Option<Box<str>>,
+        protocol_version: Option<Arc<str>>,
         started: Instant,
     ) -> Self {
         PendingCall {

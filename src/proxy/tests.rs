@@ -37,8 +37,8 @@ fn the_handle_future_stays_small() {
     let proxy = Proxy::new(&config, metrics, None).unwrap();
     let peer = Peer::new(std::net::SocketAddr::from(([127, 0, 0, 1], 1)));
     let request = http::Request::new(FromAgent::Whole(None));
-    let mut session = LastSession::default();
-    let future = proxy.handle(request, None, &peer, HeadTimer::new(None), &mut session);
+    let mut repeated = RepeatedFields::default();
+    let future = proxy.handle(request, None, &peer, HeadTimer::new(None), &mut repeated);
     let size = std::mem::size_of_val(&future);
     assert!(size <= 3300, "handle's future is {size} bytes");
 }

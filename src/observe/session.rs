@@ -38,9 +38,4 @@ impl Session {
     pub fn hash(&self) -> &SessionHash {
         &self.0.hash
     }
-
-    /// Whether both are the one session made once (not two made of the same id).
-    pub fn same(&self, other: &Session) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
 }

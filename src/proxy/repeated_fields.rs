@@ -57,18 +57,23 @@ mod tests {
     use super::*;
     use crate::observe::call_record::SessionHash;
 
+    /// Both are the one session made once: each `Session::new` shares its id anew.
+    fn same(a: &Session, b: &Session) -> bool {
+        Arc::ptr_eq(a.id(), b.id())
+    }
+
     #[test]
     fn the_same_id_again_is_the_same_session_and_another_replaces_it() {
         let mut repeated = RepeatedFields::default();
         let first = repeated.session(b"abc-1").expect("visible ASCII");
         let again = repeated.session(b"abc-1").expect("the same id");
-        assert!(first.same(&again), "kept, not made anew");
+        assert!(same(&first, &again), "kept, not made anew");
         assert_eq!(again.hash(), &SessionHash::new("abc-1"));
         let other = repeated.session(b"abc-2").expect("another id");
         assert_eq!(other.as_str(), "abc-2");
         assert_eq!(other.hash(), &SessionHash::new("abc-2"));
         let back = repeated.session(b"abc-1").expect("the first id again");
-        assert!(!first.same(&back), "only the last session is kept");
+        assert!(!same(&first, &back), "only the last session is kept");
         assert_eq!(back.hash(), first.hash());
     }
 
@@ -92,7 +97,10 @@ mod tests {
             assert!(repeated.session(value).is_none(), "{value:?}");
             assert!(repeated.protocol_version(value).is_none(), "{value:?}");
         }
-        assert!(session.same(&repeated.session(b"abc").expect("the kept id")));
+        assert!(same(
+            &session,
+            &repeated.session(b"abc").expect("the kept id")
+        ));
         let kept = repeated
             .protocol_version(b"2025-11-25")
             .expect("the kept version");
